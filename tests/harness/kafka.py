@@ -1,0 +1,247 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A throwaway single-node Apache Kafka broker (KRaft mode) for tests.
+
+Debian packages no Kafka, so the broker's jars come from Maven Central through
+tests/kafka/pom.xml and are cached in ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/
+so that later runs start offline. The broker is one JVM that is both controller
+and broker, on two free loopback ports, with its log dir in the temp dir.
+
+stop(), kill(), freeze()/thaw() and restart() simulate broker outages; a
+restarted broker keeps its ports and data, so records written before are still
+there.
+
+This module knows nothing about PostgreSQL or the relay.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from . import procs
+
+KAFKA_VERSION = "4.1.1"     # keep in step with tests/kafka/pom.xml
+_HERE = os.path.dirname(os.path.abspath(__file__))
+POM = os.path.join(os.path.dirname(_HERE), "kafka", "pom.xml")
+
+
+def cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "outbox-relay")
+
+
+def jars_dir(version=KAFKA_VERSION):
+    return os.path.join(cache_dir(), "kafka-%s" % version, "libs")
+
+
+def ensure_jars(version=KAFKA_VERSION, quiet=True):
+    """Return the directory holding the broker's jars, downloading them with mvn
+    on first use. A marker file is written only after a complete download, so
+    an interrupted fetch is retried instead of leaving a broken classpath."""
+    libs = jars_dir(version)
+    marker = os.path.join(os.path.dirname(libs), ".complete")
+    if os.path.exists(marker):
+        return libs
+    if shutil.which("mvn") is None:
+        raise RuntimeError("mvn not found: it is needed once to fetch the Kafka %s jars into %s"
+                           % (version, libs))
+    tmp = libs + ".partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    argv = ["mvn", "-B", "-f", POM, "dependency:copy-dependencies",
+            "-Dkafka.version=%s" % version, "-DoutputDirectory=%s" % tmp,
+            "-DincludeScope=runtime"]
+    if quiet:
+        argv.insert(1, "-q")
+    procs.run(argv, timeout=900)
+    if not any(n.startswith("kafka_2.13-") for n in os.listdir(tmp)):
+        raise RuntimeError("mvn finished but no kafka_2.13 jar in %s" % tmp)
+    shutil.rmtree(libs, ignore_errors=True)
+    os.rename(tmp, libs)
+    with open(marker, "w") as f:
+        f.write(version + "\n")
+    return libs
+
+
+LOG4J2 = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka.server.KafkaServer
+logger.kafka.level = INFO
+"""
+
+
+class KafkaBroker:
+    """One KRaft broker+controller in base_dir/<name>."""
+
+    def __init__(self, base_dir, port=None, controller_port=None, name="kafka",
+                 version=KAFKA_VERSION, extra_properties=None, heap="512m"):
+        self.base_dir = base_dir
+        self.dir = os.path.join(base_dir, name)
+        self.datadir = os.path.join(self.dir, "data")
+        self.logfile = os.path.join(self.dir, "kafka.log")
+        self.port = port or procs.free_port()
+        self.controller_port = controller_port or procs.free_port()
+        self.version = version
+        self.extra_properties = dict(extra_properties or {})
+        self.heap = heap
+        self.proc = None
+        self._frozen = False
+        self._libs = None
+
+    @property
+    def bootstrap(self):
+        """bootstrap.servers value for clients (the relay's -b)."""
+        return "127.0.0.1:%d" % self.port
+
+    def _java(self, main, *args, heap=None):
+        argv = ["java"]
+        if heap:
+            argv.append("-Xmx%s" % heap)
+        argv += ["-XX:-UsePerfData", "-Djava.awt.headless=true",
+                 "-Dlog4j2.configurationFile=%s" % os.path.join(self.dir, "log4j2.properties"),
+                 "-cp", os.path.join(self._libs, "*"), main]
+        return argv + list(args)
+
+    def _configure(self):
+        os.makedirs(self.dir, exist_ok=True)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": "1@127.0.0.1:%d" % self.controller_port,
+            "listeners": "PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
+                         % (self.port, self.controller_port),
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": self.datadir,
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "num.partitions": "3",
+            "auto.create.topics.enable": "true",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.flush.interval.messages": "9223372036854775807",
+        }
+        props.update(self.extra_properties)
+        with open(os.path.join(self.dir, "server.properties"), "w") as f:
+            for k, v in props.items():
+                f.write("%s=%s\n" % (k, v))
+        with open(os.path.join(self.dir, "log4j2.properties"), "w") as f:
+            f.write(LOG4J2)
+
+    def _format(self):
+        cluster_id = procs.run(self._java("kafka.tools.StorageTool", "random-uuid", heap="128m"),
+                               timeout=120).stdout.strip().splitlines()[-1]
+        procs.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                             "-c", os.path.join(self.dir, "server.properties"), heap="128m"),
+                  timeout=120)
+
+    def start(self, timeout=90):
+        """Start the broker (format its storage on first start); returns when it
+        answers metadata requests."""
+        if self.running:
+            return self
+        if self._libs is None:
+            self._libs = ensure_jars(self.version)
+        if not os.path.exists(os.path.join(self.dir, "server.properties")):
+            self._configure()
+            self._format()
+        procs.register(self)
+        self.proc = procs.spawn(self._java("kafka.Kafka",
+                                           os.path.join(self.dir, "server.properties"),
+                                           heap=self.heap),
+                                log_path=self.logfile, cwd=self.dir)
+        self._frozen = False
+        try:
+            procs.wait_until(self._answers_metadata, timeout, interval=0.2,
+                             what="Kafka broker on %s to answer metadata" % self.bootstrap)
+        except TimeoutError as e:
+            self.kill()
+            raise RuntimeError("%s\n%s" % (e, procs.tail(self.logfile)))
+        return self
+
+    def _answers_metadata(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("Kafka exited with %s during start\n%s"
+                               % (self.proc.returncode, procs.tail(self.logfile)))
+        if not procs.port_open(self.port):
+            return False
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka import KafkaException
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000})
+        try:
+            md = admin.list_topics(timeout=2)
+            return len(md.brokers) > 0
+        except KafkaException:
+            return False
+
+    def stop(self, timeout=60):
+        """Controlled shutdown (SIGTERM); SIGKILL past timeout. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self._frozen:
+            self.thaw()
+        rc, ok = procs.terminate(self.proc, signal.SIGTERM, timeout)
+        procs.unregister(self)
+        return rc
+
+    def kill(self):
+        """Crash the broker (SIGKILL). Returns the exit code."""
+        if self.proc is None:
+            return None
+        rc, ok = procs.terminate(self.proc, signal.SIGKILL, 30)
+        self._frozen = False
+        procs.unregister(self)
+        return rc
+
+    def freeze(self):
+        """SIGSTOP the JVM: connections stay open, nothing answers."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self._frozen = True
+
+    def thaw(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self._frozen = False
+
+    def restart(self, timeout=90):
+        """Stop, then start again on the same ports with the same data."""
+        self.stop()
+        return self.start(timeout=timeout)
+
+    def _emergency_stop(self):
+        if self.running:
+            if self._frozen:
+                self.thaw()
+            procs.terminate(self.proc, signal.SIGKILL, 10)
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def create_topic(self, name, partitions=3, timeout=30):
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        fut = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                            replication_factor=1)])[name]
+        fut.result(timeout=timeout)
+
+    def topics(self, timeout=10):
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return {name: len(t.partitions) for name, t in admin.list_topics(timeout=timeout).topics.items()}
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A throwaway PostgreSQL server for tests: initdb into a temp dir, run the
+postmaster on a free loopback port with logical decoding and wal2json enabled,
+stop or crash it on demand.
+
+The postmaster is started directly (not through pg_ctl) so the harness owns its
+PID and can crash it. When the harness runs as root, initdb and postgres run as
+the 'postgres' user, since both refuse to run as root.
+
+This module knows nothing about Kafka or the relay.
+"""
+
+import os
+import pwd
+import shutil
+import signal
+import time
+
+import psycopg2
+import psycopg2.extensions
+
+from . import procs
+
+PG_BINDIR = os.environ.get("OUTBOX_RELAY_PG_BINDIR", "/usr/lib/postgresql/15/bin")
+
+# Settings every test server gets. output_plugin_libraries is Debian's
+# hardening patch: without it wal2json is refused as an output plugin.
+BASE_SETTINGS = {
+    "wal_level": "logical",
+    "max_wal_senders": "10",
+    "max_replication_slots": "10",
+    "listen_addresses": "'127.0.0.1'",
+    "output_plugin_libraries": "'pgoutput, wal2json'",
+    "track_commit_timestamp": "on",     # tests compare ce_time with the real commit time
+    "timezone": "'UTC'",
+    "fsync": "off",                     # throwaway data; a killed postmaster still loses nothing
+    "autovacuum": "off",                # no stray WAL while tests compare LSNs
+    "max_connections": "50",
+    "log_min_messages": "warning",
+    "log_connections": "off",
+    "log_line_prefix": "'%m [%p] %q%a '",
+}
+
+
+def parse_lsn(text):
+    """pg_lsn text ('16/B374D848') -> int; None stays None."""
+    if text is None:
+        return None
+    hi, lo = str(text).split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def format_lsn(value):
+    """int -> pg_lsn text, the way PostgreSQL prints it (%X/%X)."""
+    return "%X/%X" % (value >> 32, value & 0xFFFFFFFF)
+
+
+class PostgresServer:
+    """One PostgreSQL cluster in base_dir/pgdata.
+
+    start() runs initdb on first use; stop(), restart() and kill() keep the
+    data directory and the port, so a restarted server is the same cluster.
+    """
+
+    def __init__(self, base_dir, port=None, settings=None, name="pg"):
+        self.base_dir = base_dir
+        self.dir = os.path.join(base_dir, name)
+        self.datadir = os.path.join(self.dir, "data")
+        self.logfile = os.path.join(self.dir, "postgres.log")
+        self.port = port or procs.free_port()
+        self.host = "127.0.0.1"
+        self.user = "postgres"
+        self.settings = dict(BASE_SETTINGS)
+        self.settings.update(settings or {})
+        self.proc = None
+        self._run_as = "postgres" if os.geteuid() == 0 else None
+
+    # --- lifecycle -----------------------------------------------------
+
+    def _bin(self, name):
+        return os.path.join(PG_BINDIR, name)
+
+    def _initdb(self):
+        os.makedirs(self.dir, exist_ok=True)
+        if self._run_as:
+            pw = pwd.getpwnam(self._run_as)
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+        os.chmod(self.dir, 0o700)
+        procs.run([self._bin("initdb"), "-D", self.datadir, "-A", "trust", "-E", "UTF8",
+                   "--no-locale", "-U", self.user, "--no-sync"],
+                  user=self._run_as, timeout=180)
+        lines = ["# written by tests/harness/pg.py"]
+        settings = dict(self.settings)
+        settings["port"] = str(self.port)
+        settings["unix_socket_directories"] = "'%s'" % self.dir
+        for key, value in settings.items():
+            lines.append("%s = %s" % (key, value))
+        with open(os.path.join(self.datadir, "postgresql.auto.conf"), "a") as f:
+            f.write("\n".join(lines) + "\n")
+        # the relay connects with replication=database over TCP
+        with open(os.path.join(self.datadir, "pg_hba.conf"), "w") as f:
+            f.write("local all all trust\n"
+                    "host all all 127.0.0.1/32 trust\n"
+                    "host replication all 127.0.0.1/32 trust\n")
+        if self._run_as:
+            pw = pwd.getpwnam(self._run_as)
+            for p in (os.path.join(self.datadir, "postgresql.auto.conf"),
+                      os.path.join(self.datadir, "pg_hba.conf")):
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+
+    def start(self, timeout=60):
+        """Start the postmaster (initdb first if needed); returns once it accepts queries."""
+        if self.running:
+            return self
+        if not os.path.exists(os.path.join(self.datadir, "PG_VERSION")):
+            self._initdb()
+        procs.register(self)
+        self.proc = procs.spawn([self._bin("postgres"), "-D", self.datadir],
+                                log_path=self.logfile, user=self._run_as)
+        deadline = time.monotonic() + timeout
+        last_error = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("postgres exited with %s during start\n%s"
+                                   % (self.proc.returncode, procs.tail(self.logfile)))
+            try:
+                conn = psycopg2.connect(self.dsn, connect_timeout=2)
+                conn.close()
+                return self
+            except psycopg2.OperationalError as e:
+                last_error = e
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError("postgres did not accept connections within %s s: %s\n%s"
+                           % (timeout, last_error, procs.tail(self.logfile)))
+
+    def stop(self, mode="fast", timeout=60):
+        """Stop the postmaster: mode 'smart', 'fast' (default) or 'immediate'.
+
+        Returns the postmaster's exit code. Falls back to kill() past timeout.
+        """
+        sig = {"smart": signal.SIGTERM, "fast": signal.SIGINT,
+               "immediate": signal.SIGQUIT}[mode]
+        if self.proc is None:
+            return None
+        rc, ok = procs.terminate(self.proc, sig, timeout)
+        self._reap_backends()
+        procs.unregister(self)
+        return rc
+
+    def kill(self):
+        """Crash the server: SIGKILL the postmaster and every backend at once.
+
+        Afterwards the cluster needs crash recovery on the next start(), like
+        after a power cut (minus the lost page cache).
+        """
+        if self.proc is None:
+            return None
+        kids = procs.children_of(self.proc.pid)
+        try:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        rc = self.proc.wait(timeout=30)
+        self._reap_backends(kids)
+        procs.unregister(self)
+        return rc
+
+    def _reap_backends(self, kids=None):
+        # backends outlive a killed postmaster briefly; a new postmaster refuses
+        # to start while they still hold the old shared memory segment
+        for pid in kids or []:
+            try:
+                procs.wait_until(lambda: not procs.pid_alive(pid), 30, what="backend %d exit" % pid)
+            except TimeoutError:
+                pass
+
+    def restart(self, mode="fast"):
+        self.stop(mode)
+        return self.start()
+
+    def _emergency_stop(self):
+        if self.running:
+            rc, ok = procs.terminate(self.proc, signal.SIGQUIT, 10)
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self):
+        """PID of the postmaster (None when never started)."""
+        return self.proc.pid if self.proc else None
+
+    def remove(self):
+        """Delete the data directory (server must be stopped)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- connecting ----------------------------------------------------
+
+    def conninfo(self, dbname="postgres", **extra):
+        """libpq key=value conninfo for dbname over TCP loopback."""
+        parts = {"host": self.host, "port": self.port, "user": self.user, "dbname": dbname}
+        parts.update(extra)
+        return " ".join("%s=%s" % (k, v) for k, v in parts.items())
+
+    @property
+    def dsn(self):
+        return self.conninfo()
+
+    def url(self, dbname="postgres"):
+        return "postgresql://%s@%s:%d/%s" % (self.user, self.host, self.port, dbname)
+
+    def connect(self, dbname="postgres", autocommit=True):
+        """A new psycopg2 connection (autocommit by default); caller closes it."""
+        conn = psycopg2.connect(self.conninfo(dbname), connect_timeout=10)
+        conn.autocommit = autocommit
+        return conn
+
+    def query(self, sql, params=None, dbname="postgres"):
+        """Run one statement in its own autocommit connection; returns all rows
+        (or [] for statements without a result)."""
+        conn = self.connect(dbname)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+        finally:
+            conn.close()
+
+    def scalar(self, sql, params=None, dbname="postgres"):
+        rows = self.query(sql, params, dbname)
+        return rows[0][0] if rows else None
+
+    def psql(self, sql=None, dbname="postgres", file=None):
+        """Run the psql binary (-X, ON_ERROR_STOP) with sql or a file; returns stdout."""
+        argv = [self._bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                "-d", self.conninfo(dbname)]
+        if file is not None:
+            argv += ["-f", file]
+        if sql is not None:
+            argv += ["-c", sql]
+        return procs.run(argv, timeout=120).stdout
+
+    def create_database(self, name):
+        self.query('CREATE DATABASE "%s"' % name)
+
+    def drop_database(self, name):
+        self.query('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
+
+    # --- replication slot helpers --------------------------------------
+
+    def slot(self, slot_name):
+        """The slot's row as a dict (LSNs as ints), or None when it does not exist."""
+        rows = self.query(
+            "SELECT slot_name, plugin, slot_type, database, active, active_pid, "
+            "restart_lsn::text, confirmed_flush_lsn::text "
+            "FROM pg_replication_slots WHERE slot_name = %s", (slot_name,))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"slot_name": r[0], "plugin": r[1], "slot_type": r[2], "database": r[3],
+                "active": r[4], "active_pid": r[5], "restart_lsn": parse_lsn(r[6]),
+                "confirmed_flush_lsn": parse_lsn(r[7])}
+
+    def confirmed_flush_lsn(self, slot_name):
+        s = self.slot(slot_name)
+        return s["confirmed_flush_lsn"] if s else None
+
+    def restart_lsn(self, slot_name):
+        s = self.slot(slot_name)
+        return s["restart_lsn"] if s else None
+
+    def slot_active(self, slot_name):
+        s = self.slot(slot_name)
+        return bool(s and s["active"])
+
+    def current_wal_lsn(self):
+        return parse_lsn(self.scalar("SELECT pg_current_wal_lsn()::text"))
+
+    def drop_slot(self, slot_name):
+        """Drop the slot if it exists and nobody uses it; returns True if dropped."""
+        rows = self.query("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                          "WHERE slot_name = %s AND NOT active", (slot_name,))
+        return bool(rows)
+
+    def system_identifier(self):
+        return str(self.scalar("SELECT system_identifier FROM pg_control_system()"))
