@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The LSN ledger: which transactions have been fully acknowledged by Kafka,
+ * and so how far the slot may be confirmed (the flush LSN of the standby
+ * status update, which the server stores as the slot's confirmed_flush_lsn).
+ *
+ * A ring of transactions in commit order. Each entry holds the transaction's
+ * end LSN (wal2json's "nextlsn": the LSN just past its commit record) and the
+ * count of its messages still waiting for a delivery report. The flush LSN is
+ * the end LSN of the newest transaction such that it and every older one are
+ * committed (their C line was read) and have no message outstanding. It never
+ * moves backwards. Acknowledgements may arrive in any order (partitions are
+ * independent).
+ *
+ * A primary keepalive's walEnd is adopted only once every transaction read
+ * before the keepalive is fully acknowledged: until then it is remembered.
+ *
+ * Transactions without messages cost no entry when nothing is outstanding
+ * (the flush LSN moves at once) and are folded into the newest entry
+ * otherwise, so an idle outbox on a busy server uses no memory.
+ *
+ * Pure bookkeeping: no I/O, no clock, no knowledge of Kafka or libpq.
+ */
+#ifndef RELAY_LEDGER_H
+#define RELAY_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ledger;
+
+/* A message's claim on its transaction, carried as the Kafka message opaque. */
+typedef uint64_t ledger_ticket;
+
+/*
+ * ledger_new() - a ledger whose flush LSN starts at @start_lsn (the slot's
+ * confirmed_flush_lsn, so that the relay never reports less than the server
+ * already has). Returns NULL when out of memory; free with ledger_free().
+ */
+struct ledger *ledger_new(uint64_t start_lsn);
+
+/* ledger_free() - NULL-safe; returns NULL. */
+struct ledger *ledger_free(struct ledger *l);
+
+/*
+ * ledger_begin() - a transaction whose end LSN is @end_lsn starts (wal2json
+ * "B" line). Returns 0, -EBUSY if a transaction is already open (the stream
+ * is malformed), -ERANGE if @end_lsn is not past the previous transaction's
+ * end LSN, or -ENOMEM.
+ */
+int ledger_begin(struct ledger *l, uint64_t end_lsn);
+
+/*
+ * ledger_add_message() - the open transaction gets one more message to be
+ * acknowledged. Sets *ret_ticket for ledger_ack(). Returns 0, -EPROTO if no
+ * transaction is open, or -ENOMEM.
+ */
+int ledger_add_message(struct ledger *l, ledger_ticket *ret_ticket);
+
+/*
+ * ledger_cancel_message() - undo the last ledger_add_message() of the open
+ * transaction when the message could not be handed to Kafka after all.
+ * Returns 0, or -EPROTO if no transaction is open or it has no message.
+ */
+int ledger_cancel_message(struct ledger *l, ledger_ticket ticket);
+
+/*
+ * ledger_commit() - the open transaction's last line ("C") was read; the
+ * transaction's end LSN must be @end_lsn (the one given to ledger_begin()).
+ * Returns 0, -EPROTO if no transaction is open, or -ERANGE on an end LSN
+ * that differs from the begin line's.
+ */
+int ledger_commit(struct ledger *l, uint64_t end_lsn);
+
+/*
+ * ledger_ack() - a successful delivery report for the message of @ticket.
+ * Returns 0, or -ENOENT for a ticket the ledger does not know (already fully
+ * acknowledged, or from before ledger_reset()).
+ */
+int ledger_ack(struct ledger *l, ledger_ticket ticket);
+
+/*
+ * ledger_keepalive() - a primary keepalive reported @wal_end (LSN). Adopted
+ * as the flush LSN as soon as all transactions read before it, including an
+ * open one, are fully acknowledged (at once if there are none).
+ */
+void ledger_keepalive(struct ledger *l, uint64_t wal_end);
+
+/* ledger_flush_lsn() - the LSN that may be confirmed to the server now. */
+uint64_t ledger_flush_lsn(const struct ledger *l);
+
+/* ledger_outstanding() - messages handed out and not yet acknowledged. */
+uint64_t ledger_outstanding(const struct ledger *l);
+
+/* ledger_transactions() - transactions in the ring (open one included). */
+size_t ledger_transactions(const struct ledger *l);
+
+/* ledger_in_transaction() - true between ledger_begin() and ledger_commit(). */
+bool ledger_in_transaction(const struct ledger *l);
+
+/*
+ * ledger_reset() - forget every unconfirmed transaction and message (the
+ * producer was discarded and streaming restarts from the slot). The flush
+ * LSN is kept. Tickets handed out before are unknown afterwards.
+ */
+void ledger_reset(struct ledger *l);
+
+#endif

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Replication connection over libpq: connect, IDENTIFY_SYSTEM,
+ * START_REPLICATION, non-blocking CopyData reads, standby status updates,
+ * CopyDone. Knows nothing of wal2json's content, Kafka or the ledger.
+ */
+#include "pgstream.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lsn.h"
+#include "replmsg.h"
+
+struct pgstream {
+        PGconn *conn;
+        char *copybuf;  /* last PQgetCopyData() buffer */
+};
+
+static void trim_copy(char *err, size_t errlen, const char *msg)
+{
+        size_t n;
+
+        snprintf(err, errlen, "%s", msg ? msg : "");
+        n = strlen(err);
+        while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
+                err[--n] = '\0';
+}
+
+static void result_error(const PGresult *res, PGconn *conn, char *err, size_t errlen, char sqlstate[6])
+{
+        const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        const char *msg = res ? PQresultErrorMessage(res) : NULL;
+
+        if (!msg || !*msg)
+                msg = PQerrorMessage(conn);
+        trim_copy(err, errlen, msg);
+        if (sqlstate)
+                snprintf(sqlstate, 6, "%s", st ? st : "");
+}
+
+int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct pgstream_system *ret_sys,
+                     char *err, size_t errlen)
+{
+        const char *keys[] = {"dbname", "replication", "options", "fallback_application_name", NULL};
+        const char *vals[] = {conninfo, "database", PGSTREAM_SESSION_OPTIONS, "outbox-relay", NULL};
+        struct pgstream *s;
+        PGresult *res;
+        struct pgstream_system sys = {0};
+        int r;
+
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        if (!conninfo) {
+                /* Let PGDATABASE and friends apply: no dbname key at all. */
+                keys[0] = "replication";
+                vals[0] = "database";
+                keys[1] = "options";
+                vals[1] = PGSTREAM_SESSION_OPTIONS;
+                keys[2] = "fallback_application_name";
+                vals[2] = "outbox-relay";
+                keys[3] = NULL;
+                vals[3] = NULL;
+        }
+        s->conn = PQconnectdbParams(keys, vals, 1);
+        if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
+                trim_copy(err, errlen, s->conn ? PQerrorMessage(s->conn) : "out of memory");
+                pgstream_free(s);
+                return -ECONNREFUSED;
+        }
+        res = PQexec(s->conn, "IDENTIFY_SYSTEM");
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 4) {
+                result_error(res, s->conn, err, errlen, NULL);
+                PQclear(res);
+                pgstream_free(s);
+                return -EPROTO;
+        }
+        snprintf(sys.system_id, sizeof(sys.system_id), "%s", PQgetvalue(res, 0, 0));
+        sys.timeline = (uint32_t)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+        r = lsn_parse(PQgetvalue(res, 0, 2), strlen(PQgetvalue(res, 0, 2)), &sys.xlogpos);
+        snprintf(sys.dbname, sizeof(sys.dbname), "%s", PQgetvalue(res, 0, 3));
+        PQclear(res);
+        if (r < 0) {
+                snprintf(err, errlen, "IDENTIFY_SYSTEM returned a malformed xlogpos");
+                pgstream_free(s);
+                return -EPROTO;
+        }
+        *ret_sys = sys;
+        *ret_stream = s;
+        return 0;
+}
+
+/* Append @v as a replication-command string literal ('' doubles a quote). */
+static void append_literal(char *buf, size_t size, size_t *o, const char *v)
+{
+        if (*o < size)
+                buf[(*o)++] = '\'';
+        for (; *v && *o + 2 < size; v++) {
+                if (*v == '\'')
+                        buf[(*o)++] = '\'';
+                buf[(*o)++] = *v;
+        }
+        if (*o < size)
+                buf[(*o)++] = '\'';
+}
+
+int pgstream_start(struct pgstream *s, const struct pgstream_start *start, char *err, size_t errlen,
+                   char sqlstate[6])
+{
+        size_t size = 1024, o;
+        char *cmd;
+        PGresult *res;
+        int r = 0;
+
+        for (size_t i = 0; i < start->noptions * 2; i++)
+                size += 2 * strlen(start->options[i]) + 8;
+        cmd = malloc(size);
+        if (!cmd)
+                return -ENOMEM;
+        o = (size_t)snprintf(cmd, size, "START_REPLICATION SLOT \"%s\" LOGICAL 0/0", start->slot);
+        for (size_t i = 0; i < start->noptions; i++) {
+                o += (size_t)snprintf(cmd + o, size - o, "%s\"%s\" ", i == 0 ? " (" : ", ",
+                                      start->options[2 * i]);
+                append_literal(cmd, size, &o, start->options[2 * i + 1]);
+        }
+        if (start->noptions)
+                cmd[o++] = ')';
+        cmd[o] = '\0';
+        res = PQexec(s->conn, cmd);
+        free(cmd);
+        if (PQresultStatus(res) != PGRES_COPY_BOTH) {
+                result_error(res, s->conn, err, errlen, sqlstate);
+                r = -EPROTO;
+        } else if (PQsetnonblocking(s->conn, 1) != 0) {
+                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                r = -EIO;
+        }
+        PQclear(res);
+        return r;
+}
+
+int pgstream_socket(const struct pgstream *s)
+{
+        return PQsocket(s->conn);
+}
+
+int pgstream_want_write(struct pgstream *s)
+{
+        return PQflush(s->conn) == 1;
+}
+
+int pgstream_flush(struct pgstream *s)
+{
+        return PQflush(s->conn) < 0 ? -EIO : 0;
+}
+
+int pgstream_consume(struct pgstream *s, char *err, size_t errlen)
+{
+        if (!PQconsumeInput(s->conn)) {
+                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                return -EIO;
+        }
+        return 0;
+}
+
+int pgstream_read(struct pgstream *s, const char **ret_buf, size_t *ret_len, char *err, size_t errlen,
+                  char sqlstate[6])
+{
+        PGresult *res;
+        int n;
+
+        if (s->copybuf) {
+                PQfreemem(s->copybuf);
+                s->copybuf = NULL;
+        }
+        n = PQgetCopyData(s->conn, &s->copybuf, 1);
+        if (n > 0) {
+                *ret_buf = s->copybuf;
+                *ret_len = (size_t)n;
+                return 1;
+        }
+        if (n == 0)
+                return 0;
+        if (n == -2) {
+                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                sqlstate[0] = '\0';
+                return -EIO;
+        }
+        /* -1: the copy ended; the result says why. */
+        res = PQgetResult(s->conn);
+        if (res && PQresultStatus(res) == PGRES_COMMAND_OK) {
+                snprintf(err, errlen, "the server ended the replication stream");
+                sqlstate[0] = '\0';
+        } else {
+                result_error(res, s->conn, err, errlen, sqlstate);
+        }
+        PQclear(res);
+        return -ENODATA;
+}
+
+int pgstream_send_status(struct pgstream *s, uint64_t write_lsn, uint64_t flush_lsn, int64_t now_us,
+                         char *err, size_t errlen)
+{
+        char buf[REPLMSG_STATUS_LEN];
+
+        replmsg_status_update(buf, write_lsn, flush_lsn, flush_lsn, now_us, 0);
+        if (PQputCopyData(s->conn, buf, sizeof(buf)) <= 0 || PQflush(s->conn) < 0) {
+                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                return -EIO;
+        }
+        return 0;
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pgstream_finish(struct pgstream *s, int timeout_ms, char *err, size_t errlen)
+{
+        int64_t deadline = mono_ms() + timeout_ms;
+        bool copy_done = false;
+        int r = 0;
+
+        if (s->copybuf) {
+                PQfreemem(s->copybuf);
+                s->copybuf = NULL;
+        }
+        if (PQputCopyEnd(s->conn, NULL) <= 0) {
+                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                return -EIO;
+        }
+        for (;;) {
+                struct pollfd pfd = {PQsocket(s->conn), POLLIN, 0};
+                int64_t left;
+                int f = PQflush(s->conn);
+
+                if (f < 0 || !PQconsumeInput(s->conn)) {
+                        trim_copy(err, errlen, PQerrorMessage(s->conn));
+                        return -EIO;
+                }
+                while (!copy_done) {
+                        char *buf = NULL;
+                        int n = PQgetCopyData(s->conn, &buf, 1);
+
+                        if (n > 0) {
+                                /* CopyData the server sent before it saw our CopyDone. */
+                                PQfreemem(buf);
+                                continue;
+                        }
+                        if (n == -2) {
+                                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                                return -EIO;
+                        }
+                        copy_done = n == -1;
+                        break;
+                }
+                while (copy_done && !PQisBusy(s->conn)) {
+                        PGresult *res = PQgetResult(s->conn);
+
+                        if (!res)
+                                return r;
+                        if (PQresultStatus(res) == PGRES_FATAL_ERROR) {
+                                trim_copy(err, errlen, PQresultErrorMessage(res));
+                                r = -EPROTO;
+                        }
+                        PQclear(res);
+                }
+                left = deadline - mono_ms();
+                if (left <= 0) {
+                        snprintf(err, errlen, "timed out waiting for the server to end the copy");
+                        return -ETIMEDOUT;
+                }
+                if (f == 1)
+                        pfd.events |= POLLOUT;
+                if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+                        return -EIO;
+        }
+}
+
+struct pgstream *pgstream_free(struct pgstream *s)
+{
+        if (!s)
+                return NULL;
+        if (s->copybuf)
+                PQfreemem(s->copybuf);
+        PQfinish(s->conn);
+        free(s);
+        return NULL;
+}

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * librdkafka idempotent producer, delivery reports served through a pipe on
+ * the relay's poll(). Knows nothing of PostgreSQL or the ledger.
+ */
+#include "producer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+struct producer {
+        rd_kafka_t *rk;
+        rd_kafka_queue_t *mainq;
+        int pipefd[2];
+        producer_dr_fn *dr;
+        producer_error_fn *on_error;
+        void *ctx;
+};
+
+static void header_copy(rd_kafka_headers_t *hdrs, const char *name, char *buf, size_t size)
+{
+        const void *v;
+        size_t n;
+
+        buf[0] = '\0';
+        if (hdrs && rd_kafka_header_get_last(hdrs, name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR && v) {
+                if (n >= size)
+                        n = size - 1;
+                memcpy(buf, v, n);
+                buf[n] = '\0';
+        }
+}
+
+/* @locality: thread calling rd_kafka_poll(), i.e. producer_poll(). */
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+        struct producer *p = opaque;
+        rd_kafka_headers_t *hdrs = NULL;
+        char work_id[256], lsn[32];
+
+        (void)rk;
+        if (m->err) {
+                rd_kafka_message_headers(m, &hdrs);
+                header_copy(hdrs, "ce_id", work_id, sizeof(work_id));
+                header_copy(hdrs, "ce_pglsn", lsn, sizeof(lsn));
+        } else {
+                work_id[0] = lsn[0] = '\0';
+        }
+        p->dr(p->ctx, (uint64_t)(uintptr_t)m->_private, m->len + m->key_len, m->err,
+              m->err ? rd_kafka_err2str(m->err) : "", m->rkt ? rd_kafka_topic_name(m->rkt) : "",
+              work_id, lsn);
+}
+
+/* @locality: thread calling rd_kafka_poll(). */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+        struct producer *p = opaque;
+
+        (void)rk;
+        p->on_error(p->ctx, err == RD_KAFKA_RESP_ERR__FATAL, err, reason);
+}
+
+/* @locality: any librdkafka thread; log_msg() writes whole lines. */
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+        (void)rk;
+        if (level <= 3)
+                log_msg(LOG_LEVEL_ERROR, "kafka %s: %s", fac, buf);
+        else if (level <= 4)
+                log_msg(LOG_LEVEL_WARNING, "kafka %s: %s", fac, buf);
+        else if (level <= 6)
+                log_msg(LOG_LEVEL_INFO, "kafka %s: %s", fac, buf);
+        else
+                log_debug("kafka %s: %s", fac, buf);
+}
+
+static int set(rd_kafka_conf_t *kc, const char *name, const char *value, char *err, size_t errlen)
+{
+        char kerr[512];
+
+        if (rd_kafka_conf_set(kc, name, value, kerr, sizeof(kerr)) != RD_KAFKA_CONF_OK) {
+                snprintf(err, errlen, "librdkafka refused %s=%s: %s", name, value, kerr);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static const char *user_prop(const struct relay_config *conf, const char *name)
+{
+        const char *v = NULL;
+
+        for (size_t i = 0; i < conf->nprops; i++)
+                if (strcmp(conf->props[i].name, name) == 0)
+                        v = conf->props[i].value;
+        return v;
+}
+
+int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_error_fn *on_error,
+                 void *ctx, struct producer **ret_producer, char *err, size_t errlen)
+{
+        struct producer *p = calloc(1, sizeof(*p));
+        rd_kafka_conf_t *kc;
+        char kerr[512], num[32];
+        int r = -EINVAL;
+
+        if (!p)
+                return -ENOMEM;
+        p->pipefd[0] = p->pipefd[1] = -1;
+        p->dr = dr;
+        p->on_error = on_error;
+        p->ctx = ctx;
+        kc = rd_kafka_conf_new();
+        /* Our defaults first, then the user's -X (checked by config), then what may not change. */
+        if (set(kc, "bootstrap.servers", conf->brokers, err, errlen) < 0 ||
+            set(kc, "partitioner", "murmur2_random", err, errlen) < 0 ||
+            set(kc, "linger.ms", "5", err, errlen) < 0 ||
+            set(kc, "client.id", "outbox-relay", err, errlen) < 0)
+                goto fail_conf;
+        /* Room for our in-flight bound so that QUEUE_FULL stays exceptional. */
+        snprintf(num, sizeof(num), "%lld", (long long)conf->max_inflight_messages + 10000);
+        if (!user_prop(conf, "queue.buffering.max.messages") &&
+            set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
+                goto fail_conf;
+        for (size_t i = 0; i < conf->nprops; i++)
+                if (set(kc, conf->props[i].name, conf->props[i].value, err, errlen) < 0)
+                        goto fail_conf;
+        if (set(kc, "enable.idempotence", "true", err, errlen) < 0 ||
+            set(kc, "acks", "all", err, errlen) < 0 ||
+            set(kc, "delivery.report.only.error", "false", err, errlen) < 0)
+                goto fail_conf;
+        rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+        rd_kafka_conf_set_error_cb(kc, error_cb);
+        rd_kafka_conf_set_log_cb(kc, log_cb);
+        rd_kafka_conf_set_opaque(kc, p);
+        p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, kerr, sizeof(kerr));
+        if (!p->rk) {
+                snprintf(err, errlen, "cannot create the Kafka producer: %s", kerr);
+                r = -EIO;
+                goto fail_conf;
+        }
+        if (pipe2(p->pipefd, O_NONBLOCK | O_CLOEXEC) < 0) {
+                snprintf(err, errlen, "pipe: %s", strerror(errno));
+                r = -EIO;
+                goto fail;
+        }
+        p->mainq = rd_kafka_queue_get_main(p->rk);
+        rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
+        *ret_producer = p;
+        return 0;
+fail_conf:
+        rd_kafka_conf_destroy(kc);
+fail:
+        producer_free(p);
+        return r;
+}
+
+struct producer *producer_free(struct producer *p)
+{
+        if (!p)
+                return NULL;
+        if (p->mainq) {
+                rd_kafka_queue_io_event_enable(p->mainq, -1, NULL, 0);
+                rd_kafka_queue_destroy(p->mainq);
+        }
+        if (p->rk) {
+                /* Undelivered messages are dropped: the slot was never confirmed past them. */
+                rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+                rd_kafka_destroy_flags(p->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+        }
+        if (p->pipefd[0] >= 0)
+                close(p->pipefd[0]);
+        if (p->pipefd[1] >= 0)
+                close(p->pipefd[1]);
+        free(p);
+        return NULL;
+}
+
+int producer_fd(const struct producer *p)
+{
+        return p->pipefd[0];
+}
+
+int producer_poll(struct producer *p)
+{
+        char buf[256];
+
+        while (read(p->pipefd[0], buf, sizeof(buf)) > 0)
+                ;
+        return rd_kafka_poll(p->rk, 0);
+}
+
+int producer_send(struct producer *p, const char *topic, const char *key, size_t key_len,
+                  const char *value, size_t value_len, int64_t timestamp_ms,
+                  const struct producer_header *headers, size_t nheaders, uint64_t ticket, char *err,
+                  size_t errlen)
+{
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(nheaders);
+        rd_kafka_resp_err_t e;
+
+        for (size_t i = 0; i < nheaders; i++)
+                rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
+        e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic),
+                              RD_KAFKA_V_KEY(key, key_len),
+                              RD_KAFKA_V_VALUE((void *)value, value_len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+                              RD_KAFKA_V_HEADERS(hdrs),
+                              RD_KAFKA_V_OPAQUE((void *)(uintptr_t)ticket),
+                              RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                return 0;  /* librdkafka owns hdrs now */
+        rd_kafka_headers_destroy(hdrs);
+        snprintf(err, errlen, "%s", rd_kafka_err2str(e));
+        switch (e) {
+        case RD_KAFKA_RESP_ERR__QUEUE_FULL:
+                return -ENOBUFS;
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+                return -ENOENT;
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+                return -EMSGSIZE;
+        default:
+                return -EIO;
+        }
+}
+
+int producer_outq_len(struct producer *p)
+{
+        return rd_kafka_outq_len(p->rk);
+}
+
+int producer_fatal_error(struct producer *p, char *buf, size_t size)
+{
+        return (int)rd_kafka_fatal_error(p->rk, buf, size);
+}

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Outbox row -> Kafka record parts, and the --topic template. Pure: no I/O.
+ */
+#include "record.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { COL_ID, COL_KEY, COL_PAYLOAD, COL_TYPE, COL_FIXED };
+
+struct segment {
+        char *literal;  /* text, or NULL for a column reference */
+        size_t len;
+        size_t column;  /* index into names[] */
+};
+
+struct record_spec {
+        char **names;           /* COL_FIXED fixed columns, then template columns */
+        size_t nnames;
+        struct segment *segs;
+        size_t nsegs;
+        const struct w2j_value **found; /* per name, scratch */
+        char topic[RECORD_TOPIC_MAX + 2];
+};
+
+struct record_spec *record_spec_free(struct record_spec *spec)
+{
+        if (!spec)
+                return NULL;
+        for (size_t i = 0; i < spec->nnames; i++)
+                free(spec->names[i]);
+        for (size_t i = 0; i < spec->nsegs; i++)
+                free(spec->segs[i].literal);
+        free(spec->names);
+        free(spec->segs);
+        free(spec->found);
+        free(spec);
+        return NULL;
+}
+
+static int add_name(struct record_spec *s, const char *name, size_t len, size_t *ret_idx)
+{
+        char **nn;
+
+        for (size_t i = COL_FIXED; i < s->nnames; i++) {
+                if (strlen(s->names[i]) == len && memcmp(s->names[i], name, len) == 0) {
+                        *ret_idx = i;
+                        return 0;
+                }
+        }
+        nn = realloc(s->names, (s->nnames + 1) * sizeof(*nn));
+        if (!nn)
+                return -ENOMEM;
+        s->names = nn;
+        nn[s->nnames] = strndup(name, len);
+        if (!nn[s->nnames])
+                return -ENOMEM;
+        *ret_idx = s->nnames++;
+        return 0;
+}
+
+static int add_seg(struct record_spec *s, const char *lit, size_t len, size_t column)
+{
+        struct segment *ns = realloc(s->segs, (s->nsegs + 1) * sizeof(*ns));
+
+        if (!ns)
+                return -ENOMEM;
+        s->segs = ns;
+        ns[s->nsegs] = (struct segment){NULL, len, column};
+        if (lit) {
+                ns[s->nsegs].literal = strndup(lit, len);
+                if (!ns[s->nsegs].literal)
+                        return -ENOMEM;
+        }
+        s->nsegs++;
+        return 0;
+}
+
+int record_spec_new(const char *id_column, const char *key_column, const char *payload_column,
+                    const char *type_column, const char *template, struct record_spec **ret_spec,
+                    char *err, size_t errlen)
+{
+        struct record_spec *s = calloc(1, sizeof(*s));
+        const char *fixed[COL_FIXED] = {id_column, key_column, payload_column, type_column};
+        const char *p = template, *lit = template;
+        int r = -ENOMEM;
+
+        if (!s)
+                return -ENOMEM;
+        s->names = calloc(COL_FIXED, sizeof(*s->names));
+        if (!s->names)
+                goto fail;
+        s->nnames = COL_FIXED;
+        for (int i = 0; i < COL_FIXED; i++)
+                if (!(s->names[i] = strdup(fixed[i])))
+                        goto fail;
+        while (*p) {
+                const char *end;
+                size_t idx;
+
+                if (p[0] != '$' || p[1] != '{') {
+                        p++;
+                        continue;
+                }
+                end = strchr(p + 2, '}');
+                if (!end || end == p + 2) {
+                        snprintf(err, errlen,
+                                 "invalid --topic \"%s\": \"${\" must be followed by a column "
+                                 "name and \"}\", e.g. outbox.${kind}", template);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                if (p > lit && add_seg(s, lit, (size_t)(p - lit), 0) < 0)
+                        goto fail;
+                if (add_name(s, p + 2, (size_t)(end - p - 2), &idx) < 0 || add_seg(s, NULL, 0, idx) < 0)
+                        goto fail;
+                p = lit = end + 1;
+        }
+        if (p > lit && add_seg(s, lit, (size_t)(p - lit), 0) < 0)
+                goto fail;
+        s->found = calloc(s->nnames, sizeof(*s->found));
+        if (!s->found)
+                goto fail;
+        *ret_spec = s;
+        return 0;
+fail:
+        record_spec_free(s);
+        return r;
+}
+
+void record_spec_template_columns(const struct record_spec *spec, const char *const **ret_names,
+                                  size_t *ret_n)
+{
+        *ret_names = (const char *const *)spec->names + COL_FIXED;
+        *ret_n = spec->nnames - COL_FIXED;
+}
+
+static bool valid_topic_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-';
+}
+
+int record_extract(struct record_spec *spec, const struct w2j_record *rec, struct outbox_row *ret_row,
+                   char *err, size_t errlen)
+{
+        const struct w2j_value **f = spec->found;
+        size_t o = 0;
+
+        memset(f, 0, spec->nnames * sizeof(*f));
+        for (size_t c = 0; c < rec->ncolumns; c++)
+                for (size_t i = 0; i < spec->nnames; i++)
+                        if (!f[i] && strcmp(rec->columns[c].name, spec->names[i]) == 0)
+                                f[i] = &rec->columns[c].value;
+        for (size_t i = 0; i < spec->nnames; i++) {
+                if (!f[i] && i != COL_TYPE) {
+                        snprintf(err, errlen, "the row has no column \"%s\"", spec->names[i]);
+                        return -ENOENT;
+                }
+        }
+        if (f[COL_ID]->is_null || f[COL_ID]->len == 0) {
+                snprintf(err, errlen, "the work ID column \"%s\" is %s", spec->names[COL_ID],
+                         f[COL_ID]->is_null ? "NULL" : "empty");
+                return -EINVAL;
+        }
+        if (f[COL_KEY]->is_null || f[COL_KEY]->len == 0) {
+                snprintf(err, errlen, "the key column \"%s\" is %s", spec->names[COL_KEY],
+                         f[COL_KEY]->is_null ? "NULL" : "empty");
+                return -EINVAL;
+        }
+        if (f[COL_PAYLOAD]->is_null) {
+                snprintf(err, errlen, "the payload column \"%s\" is NULL", spec->names[COL_PAYLOAD]);
+                return -EINVAL;
+        }
+        for (size_t s = 0; s < spec->nsegs; s++) {
+                const struct segment *g = &spec->segs[s];
+                const char *text = g->literal;
+                size_t len = g->len;
+
+                if (!text) {
+                        if (f[g->column]->is_null) {
+                                snprintf(err, errlen, "the topic template column \"%s\" is NULL",
+                                         spec->names[g->column]);
+                                return -EINVAL;
+                        }
+                        text = f[g->column]->ptr;
+                        len = f[g->column]->len;
+                }
+                if (o + len > RECORD_TOPIC_MAX) {
+                        snprintf(err, errlen, "the topic rendered from the template is longer "
+                                 "than Kafka's %d bytes", RECORD_TOPIC_MAX);
+                        return -EDOM;
+                }
+                memcpy(spec->topic + o, text, len);
+                o += len;
+        }
+        spec->topic[o] = '\0';
+        for (size_t i = 0; i < o; i++) {
+                if (!valid_topic_char(spec->topic[i])) {
+                        snprintf(err, errlen, "the topic \"%.*s\" is not a valid Kafka topic name "
+                                 "(only letters, digits, '.', '_' and '-' are allowed)",
+                                 (int)(o > 300 ? 300 : o), spec->topic);
+                        return -EDOM;
+                }
+        }
+        if (o == 0 || (o == 1 && spec->topic[0] == '.') ||
+            (o == 2 && spec->topic[0] == '.' && spec->topic[1] == '.')) {
+                snprintf(err, errlen, "the topic \"%s\" is not a valid Kafka topic name", spec->topic);
+                return -EDOM;
+        }
+        ret_row->id = f[COL_ID];
+        ret_row->key = f[COL_KEY];
+        ret_row->payload = f[COL_PAYLOAD];
+        ret_row->type = f[COL_TYPE];
+        ret_row->topic = spec->topic;
+        ret_row->topic_len = o;
+        return 0;
+}

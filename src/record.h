@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * From a decoded outbox INSERT to the parts of its Kafka record: the work ID,
+ * key, payload and type columns, and the topic rendered from the --topic
+ * template ("outbox.${kind}": each ${column} replaced by that column's text).
+ * Checks what would make the row unpublishable and says which column and
+ * why. Knows wal2json's decoded form, nothing of librdkafka or libpq.
+ */
+#ifndef RELAY_RECORD_H
+#define RELAY_RECORD_H
+
+#include <stddef.h>
+
+#include "wal2json.h"
+
+/* Kafka's limit on topic name length (Topic.MAX_NAME_LENGTH). */
+#define RECORD_TOPIC_MAX 249
+
+struct record_spec;
+
+struct outbox_row {
+        const struct w2j_value *id;       /* work ID; never NULL or empty */
+        const struct w2j_value *key;      /* Kafka key; never NULL or empty */
+        const struct w2j_value *payload;  /* Kafka value; never SQL NULL */
+        const struct w2j_value *type;     /* ce_type, or NULL if the row lacks the column */
+        const char *topic;                /* rendered topic, NUL-terminated, owned by the spec */
+        size_t topic_len;
+};
+
+/*
+ * record_spec_new() - compile the column names and topic @template. The
+ * strings are copied. Returns 0 and *ret_spec (owned by the caller, freed
+ * with record_spec_free()), -EINVAL with the reason in @err for a template
+ * with an unterminated or empty "${", or -ENOMEM.
+ */
+int record_spec_new(const char *id_column, const char *key_column, const char *payload_column,
+                    const char *type_column, const char *template, struct record_spec **ret_spec,
+                    char *err, size_t errlen);
+
+/* record_spec_free() - NULL-safe; returns NULL. */
+struct record_spec *record_spec_free(struct record_spec *spec);
+
+/*
+ * record_spec_template_columns() - the columns the topic template refers to:
+ * sets *ret_names to an array of @*ret_n names, borrowed from @spec.
+ */
+void record_spec_template_columns(const struct record_spec *spec, const char *const **ret_names,
+                                  size_t *ret_n);
+
+/*
+ * record_extract() - find the parts of @rec's Kafka record. Pointers in
+ * @ret_row borrow from @rec and @spec (the topic), valid until the next call
+ * or the next w2j_decode(). The type column may be missing (ce_type is then
+ * left out); the others may not.
+ *
+ * Returns 0, or with a reason naming the column in @err:
+ *   -ENOENT  the row lacks the ID, key, payload or a template column;
+ *   -EINVAL  the ID or key is NULL or empty, the payload or a template
+ *            column is NULL;
+ *   -EDOM    the rendered topic is not a valid Kafka topic name (1 to 249 of
+ *            [a-zA-Z0-9._-], not "." or "..").
+ */
+int record_extract(struct record_spec *spec, const struct w2j_record *rec, struct outbox_row *ret_row,
+                   char *err, size_t errlen);
+
+#endif

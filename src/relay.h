@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The orchestrator: joins the replication stream, the wal2json decoder, the
+ * Kafka producer and the LSN ledger in one poll() loop. The only module that
+ * knows all the others, and the only one that logs what they report.
+ */
+#ifndef RELAY_RELAY_H
+#define RELAY_RELAY_H
+
+#include <signal.h>
+
+#include "config.h"
+
+/*
+ * relay_run() - preflight, connect, stream and publish until @stop becomes
+ * nonzero (a signal handler sets it and writes a byte to @stop_fd, which
+ * relay_run() polls), or until a failure. On stop: reading ends, outstanding
+ * acknowledgements are awaited for at most conf->shutdown_timeout_ms, a last
+ * standby status update reports the ledger's flush LSN, the copy is ended.
+ *
+ * Returns an enum relay_exit code: RELAY_EXIT_OK after a requested stop;
+ * RELAY_EXIT_RETRY for a lost connection, a failed delivery or a fatal
+ * producer error; RELAY_EXIT_ENVIRONMENT for a failed preflight check;
+ * RELAY_EXIT_DATA for a row or stream line that cannot be published. Every
+ * failure has been logged once.
+ */
+int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop);
+
+#endif

@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * wal2json format-version 2 decoder: bare numbers are rewritten into strings
+ * (so their text survives), the line is parsed with cJSON, and the fields the
+ * relay needs are looked up case-sensitively. See wal2json.h for the format.
+ */
+#include "wal2json.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lsn.h"
+
+struct w2j_decoder {
+        char *buf;               /* the line with bare numbers quoted */
+        size_t cap;
+        cJSON *root;
+        struct w2j_column *cols;
+        size_t cols_cap;
+        unsigned char *numflags; /* per column: value was a bare number */
+};
+
+struct w2j_decoder *w2j_decoder_new(void)
+{
+        return calloc(1, sizeof(struct w2j_decoder));
+}
+
+struct w2j_decoder *w2j_decoder_free(struct w2j_decoder *d)
+{
+        if (!d)
+                return NULL;
+        cJSON_Delete(d->root);
+        free(d->buf);
+        free(d->cols);
+        free(d);
+        return NULL;
+}
+
+static bool is_digit(char c)
+{
+        return c >= '0' && c <= '9';
+}
+
+/*
+ * Length of the JSON number (RFC 8259 section 6) at @p, or of the words
+ * NaN, Infinity, -Infinity that a float column may hold; 0 if none.
+ */
+static size_t number_token(const char *p, const char *end)
+{
+        const char *s = p;
+
+        if (s < end && *s == '-')
+                s++;
+        if ((size_t)(end - s) >= 8 && memcmp(s, "Infinity", 8) == 0)
+                return (size_t)(s + 8 - p);
+        if (s == p && (size_t)(end - s) >= 3 && memcmp(s, "NaN", 3) == 0)
+                return 3;
+        if (s >= end || !is_digit(*s))
+                return 0;
+        if (*s == '0')
+                s++;
+        else
+                while (s < end && is_digit(*s))
+                        s++;
+        if (s < end && *s == '.') {
+                s++;
+                if (s >= end || !is_digit(*s))
+                        return 0;
+                while (s < end && is_digit(*s))
+                        s++;
+        }
+        if (s < end && (*s == 'e' || *s == 'E')) {
+                s++;
+                if (s < end && (*s == '+' || *s == '-'))
+                        s++;
+                if (s >= end || !is_digit(*s))
+                        return 0;
+                while (s < end && is_digit(*s))
+                        s++;
+        }
+        return (size_t)(s - p);
+}
+
+/*
+ * Copy @line into d->buf with every bare number wrapped in quotes and marked
+ * by a leading 0xff byte, which occurs in no UTF-8 text (RFC 3629 section 1)
+ * and which no \u escape decodes to, so the marker tells numbers from strings
+ * after parsing. Strings are copied verbatim, escapes included. Refused: a
+ * raw 0xff byte or control character in a string (control characters must be
+ * escaped, RFC 8259 section 7, and PostgreSQL's escape_json does so), and a
+ * \u0000 escape, at which cJSON would cut the string.
+ * Returns the length of the rewritten text or a negative errno.
+ */
+static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
+{
+        const char *p = line, *end = line + len;
+        size_t need, o = 0;
+        bool in_str = false;
+
+        /* Worst case: "1,1,1" grows by 3 bytes per 2 input bytes. */
+        need = len * 2 + 16;
+        if (need > d->cap) {
+                char *nb = realloc(d->buf, need);
+
+                if (!nb)
+                        return -ENOMEM;
+                d->buf = nb;
+                d->cap = need;
+        }
+        while (p < end) {
+                char c = *p;
+
+                if (in_str) {
+                        if (c == '\\') {
+                                if (p + 1 >= end)
+                                        return -EBADMSG;
+                                if (p[1] == 'u' && end - p >= 6 && memcmp(p + 2, "0000", 4) == 0)
+                                        return -EBADMSG;
+                                d->buf[o++] = c;
+                                d->buf[o++] = p[1];
+                                p += 2;
+                                continue;
+                        }
+                        if (c == '"')
+                                in_str = false;
+                        else if ((unsigned char)c < 0x20 || (unsigned char)c == 0xff)
+                                return -EBADMSG;
+                        d->buf[o++] = c;
+                        p++;
+                        continue;
+                }
+                if (c == '"') {
+                        in_str = true;
+                        d->buf[o++] = c;
+                        p++;
+                        continue;
+                }
+                if (c == '-' || is_digit(c) || c == 'N' || c == 'I') {
+                        size_t n = number_token(p, end);
+
+                        if (n == 0)
+                                return -EBADMSG;
+                        d->buf[o++] = '"';
+                        d->buf[o++] = '\xff';
+                        memcpy(d->buf + o, p, n);
+                        o += n;
+                        d->buf[o++] = '"';
+                        p += n;
+                        continue;
+                }
+                if (c == '\0')
+                        return -EBADMSG;
+                d->buf[o++] = c;
+                p++;
+        }
+        if (in_str)
+                return -EBADMSG;
+        d->buf[o] = '\0';
+        return (int)o;
+}
+
+static const char *get_string(const cJSON *obj, const char *name)
+{
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+        return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+/* A string that was a bare number starts with the 0xff marker; strip it. */
+static const char *get_number_text(const cJSON *obj, const char *name)
+{
+        const char *s = get_string(obj, name);
+
+        return s && s[0] == '\xff' ? s + 1 : NULL;
+}
+
+static int get_lsn(const cJSON *obj, const char *name, uint64_t *ret)
+{
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+        if (!it)
+                return 0;
+        if (!cJSON_IsString(it) || it->valuestring[0] == '\xff')
+                return -EBADMSG;
+        return lsn_parse(it->valuestring, strlen(it->valuestring), ret) < 0 ? -EBADMSG : 0;
+}
+
+static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_record *rec)
+{
+        size_t n = 0, i = 0;
+        const cJSON *col;
+
+        if (!cJSON_IsArray(arr))
+                return -EBADMSG;
+        cJSON_ArrayForEach(col, arr)
+                n++;
+        if (n > d->cols_cap) {
+                struct w2j_column *nc = realloc(d->cols, n * sizeof(*nc));
+
+                if (!nc)
+                        return -ENOMEM;
+                d->cols = nc;
+                d->cols_cap = n;
+        }
+        cJSON_ArrayForEach(col, arr) {
+                struct w2j_column *c = &d->cols[i++];
+                const cJSON *v;
+
+                if (!cJSON_IsObject(col))
+                        return -EBADMSG;
+                c->name = get_string(col, "name");
+                c->type = get_string(col, "type");
+                if (!c->name || !c->type || c->name[0] == '\xff' || c->type[0] == '\xff')
+                        return -EBADMSG;
+                v = cJSON_GetObjectItemCaseSensitive(col, "value");
+                c->value.was_number = false;
+                if (cJSON_IsNull(v)) {
+                        c->value.ptr = NULL;
+                        c->value.len = 0;
+                        c->value.is_null = true;
+                } else if (cJSON_IsString(v)) {
+                        c->value.ptr = v->valuestring;
+                        if (v->valuestring[0] == '\xff') {
+                                c->value.ptr++;
+                                c->value.was_number = true;
+                        }
+                        c->value.len = strlen(c->value.ptr);
+                        c->value.is_null = false;
+                } else if (cJSON_IsBool(v)) {
+                        c->value.ptr = cJSON_IsTrue(v) ? "true" : "false";
+                        c->value.len = strlen(c->value.ptr);
+                        c->value.is_null = false;
+                } else {
+                        /* Absent (unchanged TOAST in an UPDATE) or a nested value. */
+                        return -EBADMSG;
+                }
+        }
+        rec->ncolumns = n;
+        rec->columns = d->cols;
+        return 0;
+}
+
+int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_record *ret_rec)
+{
+        struct w2j_record rec = {0};
+        const char *action, *xid, *parse_end = NULL;
+        int r;
+
+        if (len > W2J_MAX_LINE)
+                return -E2BIG;
+        cJSON_Delete(d->root);
+        d->root = NULL;
+        r = quote_numbers(d, line, len);
+        if (r < 0)
+                return r;
+        d->root = cJSON_ParseWithLengthOpts(d->buf, (size_t)r, &parse_end, false);
+        if (!d->root)
+                return -EBADMSG;
+        /* Only whitespace may follow the object. */
+        while (parse_end && parse_end < d->buf + r &&
+               (*parse_end == ' ' || *parse_end == '\n' || *parse_end == '\t' || *parse_end == '\r'))
+                parse_end++;
+        if (!cJSON_IsObject(d->root) || parse_end != d->buf + r)
+                return -EBADMSG;
+
+        action = get_string(d->root, "action");
+        if (!action || strlen(action) != 1)
+                return -EBADMSG;
+        rec.action_code = action[0];
+        switch (action[0]) {
+        case 'B': rec.action = W2J_BEGIN; break;
+        case 'C': rec.action = W2J_COMMIT; break;
+        case 'I': rec.action = W2J_INSERT; break;
+        case 'U': rec.action = W2J_UPDATE; break;
+        case 'D': rec.action = W2J_DELETE; break;
+        case 'T': rec.action = W2J_TRUNCATE; break;
+        case 'M': rec.action = W2J_MESSAGE; break;
+        default: rec.action = W2J_UNKNOWN; break;
+        }
+
+        if (cJSON_GetObjectItemCaseSensitive(d->root, "xid")) {
+                char *e;
+                unsigned long long v;
+
+                xid = get_number_text(d->root, "xid");
+                if (!xid || !is_digit(xid[0]))
+                        return -EBADMSG;
+                errno = 0;
+                v = strtoull(xid, &e, 10);
+                if (errno || *e || v > UINT32_MAX)
+                        return -EBADMSG;
+                rec.xid = (uint32_t)v;
+        }
+        if (get_lsn(d->root, "lsn", &rec.lsn) < 0 || get_lsn(d->root, "nextlsn", &rec.next_lsn) < 0)
+                return -EBADMSG;
+        if (cJSON_GetObjectItemCaseSensitive(d->root, "timestamp")) {
+                rec.timestamp = get_string(d->root, "timestamp");
+                if (!rec.timestamp ||
+                    w2j_parse_timestamp(rec.timestamp, strlen(rec.timestamp), &rec.commit_time_us) < 0)
+                        return -EBADMSG;
+        }
+        if (rec.action == W2J_BEGIN || rec.action == W2J_COMMIT) {
+                if (rec.next_lsn == LSN_INVALID)
+                        return -EBADMSG;
+        }
+        if (rec.action == W2J_INSERT || rec.action == W2J_UPDATE || rec.action == W2J_DELETE ||
+            rec.action == W2J_TRUNCATE) {
+                rec.schema = get_string(d->root, "schema");
+                rec.table = get_string(d->root, "table");
+                if (!rec.schema || !rec.table || rec.schema[0] == '\xff' || rec.table[0] == '\xff')
+                        return -EBADMSG;
+        }
+        if (rec.action == W2J_INSERT || rec.action == W2J_UPDATE) {
+                r = decode_columns(d, cJSON_GetObjectItemCaseSensitive(d->root, "columns"), &rec);
+                if (r < 0)
+                        return r;
+        }
+        *ret_rec = rec;
+        return 0;
+}
+
+static int parse_digits(const char **p, const char *end, int n, int *ret)
+{
+        int v = 0;
+
+        for (int i = 0; i < n; i++, (*p)++) {
+                if (*p >= end || !is_digit(**p))
+                        return -EINVAL;
+                v = v * 10 + (**p - '0');
+        }
+        *ret = v;
+        return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+        int64_t era, yoe, doy, doe;
+
+        y -= m <= 2;
+        era = (y >= 0 ? y : y - 399) / 400;
+        yoe = y - era * 400;
+        doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+        doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        return era * 146097 + doe - 719468;
+}
+
+int w2j_parse_timestamp(const char *text, size_t len, int64_t *ret_us)
+{
+        const char *p = text, *end = text + len;
+        int y, mo, d, h, mi, s, oh = 0, om = 0, os = 0, sign;
+        int64_t frac = 0, us;
+        int fdigits = 0;
+
+        if (parse_digits(&p, end, 4, &y) < 0 || p >= end || *p++ != '-' ||
+            parse_digits(&p, end, 2, &mo) < 0 || p >= end || *p++ != '-' ||
+            parse_digits(&p, end, 2, &d) < 0 || p >= end || (*p != ' ' && *p != 'T'))
+                return -EINVAL;
+        p++;
+        if (parse_digits(&p, end, 2, &h) < 0 || p >= end || *p++ != ':' ||
+            parse_digits(&p, end, 2, &mi) < 0 || p >= end || *p++ != ':' ||
+            parse_digits(&p, end, 2, &s) < 0)
+                return -EINVAL;
+        if (p < end && *p == '.') {
+                p++;
+                while (p < end && is_digit(*p)) {
+                        if (fdigits < 6) {
+                                frac = frac * 10 + (*p - '0');
+                                fdigits++;
+                        }
+                        p++;
+                }
+                if (fdigits == 0)
+                        return -EINVAL;
+                for (; fdigits < 6; fdigits++)
+                        frac *= 10;
+        }
+        if (p >= end || (*p != '+' && *p != '-'))
+                return -EINVAL;
+        sign = *p++ == '-' ? -1 : 1;
+        if (parse_digits(&p, end, 2, &oh) < 0)
+                return -EINVAL;
+        if (p < end && *p == ':') {
+                p++;
+                if (parse_digits(&p, end, 2, &om) < 0)
+                        return -EINVAL;
+                if (p < end && *p == ':') {
+                        p++;
+                        if (parse_digits(&p, end, 2, &os) < 0)
+                                return -EINVAL;
+                }
+        }
+        if (p != end || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+                return -EINVAL;
+        us = ((days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s) -
+              sign * (oh * 3600 + om * 60 + os)) * INT64_C(1000000) + frac;
+        *ret_us = us;
+        return 0;
+}
+
+int w2j_escape_table_name(const char *ident, char *buf, size_t size)
+{
+        size_t o = 0;
+
+        for (const unsigned char *p = (const unsigned char *)ident; *p; p++) {
+                bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                             (*p >= '0' && *p <= '9') || *p == '_' || *p >= 0x80;
+
+                if (o + 3 > size)
+                        return -ENOSPC;
+                if (!plain)
+                        buf[o++] = '\\';
+                buf[o++] = (char)*p;
+        }
+        if (o + 1 > size)
+                return -ENOSPC;
+        buf[o] = '\0';
+        return (int)o;
+}

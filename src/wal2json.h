@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decoder for the lines of wal2json's format-version 2 (wal2json README,
+ * "format-version 2"; wal2json.c pg_decode_*_v2), one JSON object per
+ * XLogData, as requested with include-transaction, include-lsn, include-xids
+ * and include-timestamp:
+ *
+ *   {"action":"B","xid":729,"timestamp":"2026-11-30 04:07:34.336545+00",
+ *    "lsn":"0/1551438","nextlsn":"0/1551468"}
+ *   {"action":"I","xid":729,"timestamp":"...","lsn":"0/1551298","schema":"public",
+ *    "table":"outbox","columns":[{"name":"work_id","type":"text","value":"order-103-ack"},
+ *    {"name":"order_id","type":"bigint","value":103}, ...]}
+ *   {"action":"C","xid":729,"timestamp":"...","lsn":"0/1551438","nextlsn":"0/1551468"}
+ *
+ * Actions: B begin, C commit, I insert, U update, D delete, T truncate,
+ * M logical message. In B and C, "lsn" is the commit record's LSN and
+ * "nextlsn" the LSN just past it (the transaction's end LSN).
+ *
+ * Column values are kept byte-exact as the server wrote them: wal2json writes
+ * numeric types as bare JSON numbers, and cJSON would keep only a double, so
+ * the decoder first rewrites every bare number of the line into a JSON string
+ * holding the same text, then parses the result with cJSON. It knows nothing
+ * of Kafka, of the replication protocol or of which tables are outboxes.
+ */
+#ifndef RELAY_WAL2JSON_H
+#define RELAY_WAL2JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest line accepted, in bytes (a 1 GB text value is PostgreSQL's limit). */
+#define W2J_MAX_LINE ((size_t)1 << 30)
+
+enum w2j_action {
+        W2J_BEGIN,
+        W2J_COMMIT,
+        W2J_INSERT,
+        W2J_UPDATE,
+        W2J_DELETE,
+        W2J_TRUNCATE,
+        W2J_MESSAGE,
+        W2J_UNKNOWN,
+};
+
+struct w2j_value {
+        const char *ptr;  /* text as the server output it; NUL-terminated; NULL if SQL NULL */
+        size_t len;       /* bytes, without the terminator */
+        bool is_null;     /* the value was JSON null (SQL NULL) */
+        bool was_number;  /* wal2json wrote it as a bare JSON number */
+};
+
+struct w2j_column {
+        const char *name;   /* column name, unquoted */
+        const char *type;   /* type name as wal2json wrote it ("text", "jsonb", ...) */
+        struct w2j_value value;
+};
+
+struct w2j_record {
+        enum w2j_action action;
+        char action_code;        /* the raw action letter */
+        uint32_t xid;            /* 0 if the line has none */
+        uint64_t lsn;            /* "lsn": LSN of the change, or of the commit record in B/C */
+        uint64_t next_lsn;       /* "nextlsn" (B and C only): the transaction's end LSN */
+        const char *timestamp;   /* commit time as wal2json wrote it, or NULL */
+        int64_t commit_time_us;  /* @timestamp as microseconds since the Unix epoch, or 0 */
+        const char *schema;      /* I/U/D/T: schema of the table, unescaped; else NULL */
+        const char *table;       /* I/U/D/T: table name, unescaped; else NULL */
+        size_t ncolumns;
+        const struct w2j_column *columns;  /* I/U: the new row's columns */
+};
+
+struct w2j_decoder;
+
+/*
+ * w2j_decoder_new() - allocate a decoder. Returns NULL when out of memory.
+ * The caller owns it and frees it with w2j_decoder_free().
+ */
+struct w2j_decoder *w2j_decoder_new(void);
+
+/* w2j_decoder_free() - free @d and everything it decoded; NULL-safe; returns NULL. */
+struct w2j_decoder *w2j_decoder_free(struct w2j_decoder *d);
+
+/*
+ * w2j_decode() - decode one wal2json format-version 2 line of @len bytes
+ * (not necessarily NUL-terminated) into @ret_rec.
+ *
+ * Everything @ret_rec points to is owned by @d and borrowed by the caller
+ * until the next call of w2j_decode() or w2j_decoder_free().
+ *
+ * Returns 0 on success, or
+ *   -EBADMSG  the line is not valid JSON, not an object, lacks "action", has
+ *             a field of the wrong type, a malformed LSN or timestamp, or a
+ *             string holding \u0000 (which no PostgreSQL text can contain);
+ *   -E2BIG    the line is longer than W2J_MAX_LINE;
+ *   -ENOMEM   out of memory.
+ * An unknown action letter is not an error: it decodes as W2J_UNKNOWN.
+ */
+int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_record *ret_rec);
+
+/*
+ * w2j_parse_timestamp() - parse a timestamptz in PostgreSQL's ISO output
+ * ("2026-11-30 04:07:34.336545+00", offsets "+05:30" or "-03:00:00" too) of
+ * @len bytes into microseconds since the Unix epoch. Returns 0, or -EINVAL
+ * if the text is not of that form; *ret_us is untouched on failure.
+ */
+int w2j_parse_timestamp(const char *text, size_t len, int64_t *ret_us);
+
+/*
+ * w2j_escape_table_name() - write @ident in wal2json's "add-tables" escaping
+ * (wal2json README: "special characters (space, single quote, comma, period,
+ * asterisk) must be escaped with backslash"; we escape every ASCII byte that
+ * is not a letter, digit or underscore, which its parser also accepts) into
+ * @buf of @size bytes, NUL-terminated. Returns the length written, or -ENOSPC
+ * if @buf is too small.
+ */
+int w2j_escape_table_name(const char *ident, char *buf, size_t size);
+
+#endif
