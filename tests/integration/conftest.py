@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures for the integration suite: one PostgreSQL and one Kafka broker for
+the whole session (started by tests/harness on free loopback ports), and per
+test a fresh database with the outbox table, a unique slot name and a unique
+topic prefix.
+
+If PostgreSQL or Kafka cannot be started the fixtures raise, so every test
+errors: the suite fails, it never skips.
+"""
+
+import os
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import harness  # noqa: E402
+
+_metrics = []
+_counter = [0]
+
+
+@pytest.fixture(scope="session")
+def env():
+    e = harness.Environment()
+    e.start()
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def pg(env):
+    if not env.pg.running:
+        env.pg.start()
+    return env.pg
+
+
+@pytest.fixture
+def kafka(env):
+    # a test that stopped the shared broker and failed must not break the next one
+    if not env.kafka.running:
+        env.kafka.start()
+    return env.kafka
+
+
+class Case:
+    """Names and helpers that belong to one test.
+
+    name:   short unique id, also the database name
+    slot:   replication slot name for the relay
+    prefix: topic prefix; topic(kind) is where the relay publishes kind
+    """
+
+    def __init__(self, env, pg, kafka, node_name):
+        _counter[0] += 1
+        short = re.sub(r"[^a-z0-9]+", "_", node_name.lower()).strip("_")[:30]
+        self.name = "t%d_%s" % (_counter[0], short)
+        self.env = env
+        self.pg = pg
+        self.kafka = kafka
+        self.dbname = self.name
+        self.slot = "slot_" + self.name
+        self.prefix = self.name.replace("_", "-")
+        self.relays = []
+        self.readers = []
+        self.extra_slots = []
+
+    def setup_db(self, schema=True):
+        self.pg.create_database(self.dbname)
+        if schema:
+            self.pg.psql(file=harness.SCHEMA_SQL, dbname=self.dbname)
+
+    @property
+    def dsn(self):
+        return self.pg.conninfo(self.dbname)
+
+    def connect(self, autocommit=True):
+        return self.pg.connect(self.dbname, autocommit=autocommit)
+
+    def query(self, sql, params=None):
+        return self.pg.query(sql, params, dbname=self.dbname)
+
+    def scalar(self, sql, params=None):
+        return self.pg.scalar(sql, params, dbname=self.dbname)
+
+    def topic(self, kind):
+        return "%s.%s" % (self.prefix, kind)
+
+    @property
+    def topic_pattern(self):
+        return "^%s\\..*" % re.escape(self.prefix)
+
+    def relay_args(self, *extra, create_slot=True, brokers=None, status_interval=1,
+                   slot=None):
+        args = ["-d", self.dsn, "-S", slot or self.slot,
+                "-b", brokers or self.kafka.bootstrap,
+                "--topic", self.prefix + ".${kind}",
+                "-s", str(status_interval)]
+        if create_slot:
+            args.append("--create-slot")
+        return args + list(extra)
+
+    def relay(self, *extra, start=True, ready=True, **kw):
+        """Start the relay with this test's db, slot and topic prefix (plus extra
+        args) and wait until its slot is active."""
+        r = self.env.relay(self.relay_args(*extra, **kw), start=start,
+                           name="%s-relay-%d" % (self.name, len(self.relays) + 1))
+        self.relays.append(r)
+        if start and ready:
+            r.wait_ready(self.pg, kw.get("slot") or self.slot)
+        return r
+
+    def reader(self, topics=None, bootstrap=None):
+        rd = harness.TopicReader(bootstrap or self.kafka.bootstrap, topics or [self.topic_pattern])
+        self.readers.append(rd)
+        return rd
+
+    def slot_info(self, slot=None):
+        return self.pg.slot(slot or self.slot)
+
+    def confirmed(self, slot=None):
+        return self.pg.confirmed_flush_lsn(slot or self.slot)
+
+    def metric(self, name, value, unit=""):
+        _metrics.append("%s %s %s %s" % (self.name, name, value, unit))
+
+    def logs(self):
+        out = []
+        for r in self.relays:
+            out.append("--- %s (exit %s)\n%s" % (r.log_path, r.returncode,
+                                                  harness.procs.tail(r.log_path, 20000)))
+        return "\n".join(out)
+
+    def teardown(self):
+        for r in self.relays:
+            if r.alive:
+                r.kill()
+        for rd in self.readers:
+            rd.close()
+        if self.pg.running:
+            for s in [self.slot] + self.extra_slots:
+                try:
+                    self.pg.drop_slot(s)
+                except Exception:
+                    pass
+            try:
+                self.pg.drop_database(self.dbname)
+            except Exception:
+                pass
+
+
+@pytest.fixture
+def case(request, env, pg, kafka):
+    c = Case(env, pg, kafka, request.node.name)
+    c.setup_db()
+    yield c
+    c.teardown()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        c = item.funcargs.get("case") if hasattr(item, "funcargs") else None
+        if isinstance(c, Case) and c.relays:
+            report.sections.append(("relay logs", c.logs()))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _metrics:
+        terminalreporter.section("metrics")
+        for line in _metrics:
+            terminalreporter.write_line("METRIC " + line)
