@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lsn.h"
+
 enum opt_type {
         OPT_STRING,   /* const char * */
         OPT_FLAG,     /* bool, no argument */
@@ -21,6 +23,7 @@ enum opt_type {
         OPT_SECONDS,  /* int64_t milliseconds, argument in seconds (decimals allowed) */
         OPT_TABLE,    /* appended to tables */
         OPT_PROP,     /* appended to props */
+        OPT_LSN,      /* uint64_t, pg_lsn text */
 };
 
 struct opt_def {
@@ -67,6 +70,18 @@ static const struct opt_def opt_defs[] = {
          INT64_C(1) << 40, "BYTES", "bytes of keys and values not yet acknowledged, at most"},
         {"shutdown-timeout", 0, OPT_SECONDS, OFF(shutdown_timeout_ms), "30", 0, 3600000, "SECONDS",
          "on SIGTERM, wait this long for outstanding acknowledgements"},
+        {"on-error", 0, OPT_STRING, OFF(on_error), "stop", 0, 0, "stop|dead-letter",
+         "a row that cannot be published stops the relay, or goes to the dead-letter topic"},
+        {"dead-letter-topic", 0, OPT_STRING, OFF(dead_letter_topic), "outbox.dead-letter", 0, 0,
+         "TOPIC", "where --on-error=dead-letter sends unpublishable rows"},
+        {"skip-transaction", 0, OPT_LSN, OFF(skip_transaction), NULL, 0, 0, "LSN",
+         "operator's remedy: skip the one transaction ending at LSN (its ce_pglsn)"},
+        {"dead-letter-transaction", 0, OPT_LSN, OFF(dead_letter_transaction), NULL, 0, 0, "LSN",
+         "operator's remedy: dead-letter the unpublishable rows of the transaction ending at LSN"},
+        {"null-payload", 0, OPT_STRING, OFF(null_payload), "error", 0, 0, "error|tombstone",
+         "a NULL payload is a row error, or is published as a Kafka tombstone"},
+        {"metrics-address", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
+         "serve /metrics (Prometheus text) and /healthz over HTTP"},
         {"verbose", 'v', OPT_COUNT, OFF(verbose), NULL, 0, 0, NULL, "more output (debug)"},
         {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit"},
         {"help", '?', OPT_FLAG, OFF(show_help), NULL, 0, 0, NULL, "print this help and exit"},
@@ -324,6 +339,15 @@ static int apply(struct relay_config *conf, const struct opt_def *o, const char 
                 return add_table(conf, arg, err, errlen);
         case OPT_PROP:
                 return add_prop(conf, arg, err, errlen);
+        case OPT_LSN:
+                if (lsn_parse(arg, strlen(arg), (uint64_t *)(base + o->offset)) < 0 ||
+                    *(uint64_t *)(base + o->offset) == 0) {
+                        set_err(err, errlen, "invalid --%s \"%s\": expected an LSN such as 0/1551468 "
+                                "(the ce_pglsn of the transaction, as in the error message)",
+                                o->name, arg);
+                        return -EINVAL;
+                }
+                return 0;
         }
         return -EINVAL;
 }
@@ -416,6 +440,34 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
         }
         if (!conf.key_column)
                 conf.key_column = conf.id_column;
+        if (strcmp(conf.on_error, "stop") != 0 && strcmp(conf.on_error, "dead-letter") != 0) {
+                set_err(err, errlen, "invalid --on-error \"%s\": expected stop or dead-letter",
+                        conf.on_error);
+                r = -EINVAL;
+                goto fail;
+        }
+        conf.dead_letter = strcmp(conf.on_error, "dead-letter") == 0;
+        if (strcmp(conf.null_payload, "error") != 0 && strcmp(conf.null_payload, "tombstone") != 0) {
+                set_err(err, errlen, "invalid --null-payload \"%s\": expected error or tombstone",
+                        conf.null_payload);
+                r = -EINVAL;
+                goto fail;
+        }
+        conf.null_tombstone = strcmp(conf.null_payload, "tombstone") == 0;
+        for (const char *p = conf.dead_letter_topic; *p; p++) {
+                if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') {
+                        set_err(err, errlen, "invalid --dead-letter-topic \"%s\": Kafka allows only "
+                                "letters, digits, '.', '_' and '-'", conf.dead_letter_topic);
+                        r = -EINVAL;
+                        goto fail;
+                }
+        }
+        if (conf.skip_transaction && conf.skip_transaction == conf.dead_letter_transaction) {
+                set_err(err, errlen, "--skip-transaction and --dead-letter-transaction name the same "
+                        "transaction: choose one remedy");
+                r = -EINVAL;
+                goto fail;
+        }
         if (!config_valid_slot_name(conf.slot)) {
                 set_err(err, errlen,
                         "invalid slot name \"%s\": PostgreSQL allows 1 to 63 lower-case letters, "

@@ -51,6 +51,14 @@ struct relay_config {
         int64_t max_inflight_messages; /* --max-inflight-messages */
         int64_t max_inflight_bytes;    /* --max-inflight-bytes */
         int64_t shutdown_timeout_ms;   /* --shutdown-timeout, given in seconds */
+        const char *on_error;          /* --on-error: "stop" or "dead-letter" */
+        bool dead_letter;              /* on_error is "dead-letter" */
+        const char *dead_letter_topic; /* --dead-letter-topic */
+        uint64_t skip_transaction;     /* --skip-transaction: end LSN, LSN_INVALID if none */
+        uint64_t dead_letter_transaction; /* --dead-letter-transaction: end LSN, or LSN_INVALID */
+        const char *null_payload;      /* --null-payload: "error" or "tombstone" */
+        bool null_tombstone;           /* null_payload is "tombstone" */
+        const char *metrics_address;   /* --metrics-address HOST:PORT, NULL: no endpoint */
         int verbose;                   /* -v, repeatable */
         bool show_help;
         bool show_version;
@@ -65,7 +73,9 @@ struct relay_config {
  * unknown option, a missing or malformed argument, an invalid slot name, a
  * malformed table name or -X pair, or a -X setting that would void the
  * guarantee (enable.idempotence=false, acks other than all/-1,
- * delivery.report.only.error=true).
+ * delivery.report.only.error=true), an unknown --on-error or --null-payload
+ * value, a malformed LSN, or --dead-letter-transaction without a
+ * --dead-letter-topic to send to.
  */
 int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen);
 

@@ -48,8 +48,12 @@ static void result_error(const PGresult *res, PGconn *conn, char *err, size_t er
 int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct pgstream_system *ret_sys,
                      char *err, size_t errlen)
 {
-        const char *keys[] = {"dbname", "replication", "options", "fallback_application_name", NULL};
-        const char *vals[] = {conninfo, "database", PGSTREAM_SESSION_OPTIONS, "outbox-relay", NULL};
+        /* Defaults first: keys from @conninfo (expanded at "dbname") override them. */
+        const char *keys[] = {"keepalives_idle", "keepalives_interval", "keepalives_count",
+                              "tcp_user_timeout", "connect_timeout", "dbname", "replication", "options",
+                              "fallback_application_name", NULL};
+        const char *vals[] = {"10", "5", "3", "30000", "30", conninfo, "database",
+                              PGSTREAM_SESSION_OPTIONS, "outbox-relay", NULL};
         struct pgstream *s;
         PGresult *res;
         struct pgstream_system sys = {0};
@@ -59,15 +63,11 @@ int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct 
         if (!s)
                 return -ENOMEM;
         if (!conninfo) {
-                /* Let PGDATABASE and friends apply: no dbname key at all. */
-                keys[0] = "replication";
-                vals[0] = "database";
-                keys[1] = "options";
-                vals[1] = PGSTREAM_SESSION_OPTIONS;
-                keys[2] = "fallback_application_name";
-                vals[2] = "outbox-relay";
-                keys[3] = NULL;
-                vals[3] = NULL;
+                /* Let PGDATABASE and friends apply: drop the dbname key. */
+                for (int i = 5; keys[i]; i++) {
+                        keys[i] = keys[i + 1];
+                        vals[i] = vals[i + 1];
+                }
         }
         s->conn = PQconnectdbParams(keys, vals, 1);
         if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
@@ -144,6 +144,37 @@ int pgstream_start(struct pgstream *s, const struct pgstream_start *start, char 
         }
         PQclear(res);
         return r;
+}
+
+int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slot *ret_slot, char *err,
+                       size_t errlen)
+{
+        struct pgstream_slot info = {0};
+        char sql[256];
+        PGresult *res;
+
+        snprintf(sql, sizeof(sql),
+                 "SELECT plugin, database, wal_status, active_pid, confirmed_flush_lsn "
+                 "FROM pg_catalog.pg_replication_slots WHERE slot_name = '%s'", slot);
+        res = PQexec(s->conn, sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+                result_error(res, s->conn, err, errlen, NULL);
+                PQclear(res);
+                return -EPROTO;
+        }
+        if (PQntuples(res) == 1) {
+                info.exists = true;
+                snprintf(info.plugin, sizeof(info.plugin), "%s", PQgetvalue(res, 0, 0));
+                snprintf(info.database, sizeof(info.database), "%s", PQgetvalue(res, 0, 1));
+                snprintf(info.wal_status, sizeof(info.wal_status), "%s", PQgetvalue(res, 0, 2));
+                info.active_pid = PQgetisnull(res, 0, 3) ? 0 : atoi(PQgetvalue(res, 0, 3));
+                if (!PQgetisnull(res, 0, 4))
+                        lsn_parse(PQgetvalue(res, 0, 4), strlen(PQgetvalue(res, 0, 4)),
+                                  &info.confirmed_flush_lsn);
+        }
+        PQclear(res);
+        *ret_slot = info;
+        return 0;
 }
 
 int pgstream_socket(const struct pgstream *s)

@@ -10,6 +10,7 @@
 #ifndef RELAY_PGSTREAM_H
 #define RELAY_PGSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,7 +36,9 @@ struct pgstream_start {
 
 /*
  * pgstream_connect() - open a replication connection for @conninfo (NULL:
- * PG* environment) and run IDENTIFY_SYSTEM into @ret_sys. Returns 0 and
+ * PG* environment) and run IDENTIFY_SYSTEM into @ret_sys. TCP keepalives
+ * and tcp_user_timeout default to detecting a dead peer within about 30 s
+ * (a network cut, not only a closed socket); @conninfo may override them. Returns 0 and
  * *ret_stream (owned by the caller, pgstream_free()), or -ECONNREFUSED with
  * libpq's message in @err when the connection fails, -EPROTO if
  * IDENTIFY_SYSTEM fails, -ENOMEM.
@@ -51,6 +54,24 @@ int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct 
  */
 int pgstream_start(struct pgstream *s, const struct pgstream_start *start, char *err, size_t errlen,
                    char sqlstate[6]);
+
+struct pgstream_slot {
+        bool exists;
+        char plugin[64];
+        char database[256];
+        char wal_status[16];     /* "reserved", "extended", "unreserved", "lost", or "" */
+        int active_pid;          /* PID of the walsender holding it, 0 if none */
+        uint64_t confirmed_flush_lsn;
+};
+
+/*
+ * pgstream_slot_info() - read @slot's row of pg_replication_slots over the
+ * replication connection (SQL is allowed in replication=database mode, PG 10+).
+ * @slot must be a valid slot name ([a-z0-9_]). Returns 0 (also when the slot
+ * does not exist: ret->exists is false), or -EPROTO with the server's message.
+ */
+int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slot *ret_slot, char *err,
+                       size_t errlen);
 
 /* pgstream_socket() - the socket to poll() for POLLIN (and POLLOUT when pgstream_want_write()). */
 int pgstream_socket(const struct pgstream *s);

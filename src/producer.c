@@ -24,38 +24,54 @@ struct producer {
         void *ctx;
 };
 
-static void header_copy(rd_kafka_headers_t *hdrs, const char *name, char *buf, size_t size)
-{
-        const void *v;
-        size_t n;
+#define MAX_REPORT_HEADERS 32
 
+const char *producer_header_value(const struct producer_report *report, const char *name, char *buf,
+                                  size_t size)
+{
         buf[0] = '\0';
-        if (hdrs && rd_kafka_header_get_last(hdrs, name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR && v) {
-                if (n >= size)
-                        n = size - 1;
-                memcpy(buf, v, n);
-                buf[n] = '\0';
+        for (size_t i = 0; i < report->nheaders; i++) {
+                if (strcmp(report->headers[i].name, name) == 0 && report->headers[i].value) {
+                        size_t n = report->headers[i].len < size - 1 ? report->headers[i].len : size - 1;
+
+                        memcpy(buf, report->headers[i].value, n);
+                        buf[n] = '\0';
+                }
         }
+        return buf;
 }
 
 /* @locality: thread calling rd_kafka_poll(), i.e. producer_poll(). */
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
         struct producer *p = opaque;
-        rd_kafka_headers_t *hdrs = NULL;
-        char work_id[256], lsn[32];
+        struct producer_header hdrs[MAX_REPORT_HEADERS];
+        struct producer_report rep = {
+                .ticket = (uint64_t)(uintptr_t)m->_private,
+                .err = m->err,
+                .errname = m->err ? rd_kafka_err2name(m->err) : "",
+                .errstr = m->err ? rd_kafka_err2str(m->err) : "",
+                .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "",
+                .key = m->key,
+                .key_len = m->key_len,
+                .value = m->payload,
+                .value_len = m->len,
+        };
+        rd_kafka_headers_t *kh = NULL;
 
         (void)rk;
-        if (m->err) {
-                rd_kafka_message_headers(m, &hdrs);
-                header_copy(hdrs, "ce_id", work_id, sizeof(work_id));
-                header_copy(hdrs, "ce_pglsn", lsn, sizeof(lsn));
-        } else {
-                work_id[0] = lsn[0] = '\0';
+        if (m->err && rd_kafka_message_headers(m, &kh) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                const char *name;
+                const void *val;
+                size_t len;
+
+                for (size_t i = 0; rep.nheaders < MAX_REPORT_HEADERS &&
+                                   rd_kafka_header_get_all(kh, i, &name, &val, &len) ==
+                                           RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+                        hdrs[rep.nheaders++] = (struct producer_header){name, val, len};
+                rep.headers = hdrs;
         }
-        p->dr(p->ctx, (uint64_t)(uintptr_t)m->_private, m->len + m->key_len, m->err,
-              m->err ? rd_kafka_err2str(m->err) : "", m->rkt ? rd_kafka_topic_name(m->rkt) : "",
-              work_id, lsn);
+        p->dr(p->ctx, &rep);
 }
 
 /* @locality: thread calling rd_kafka_poll(). */
@@ -207,8 +223,8 @@ int producer_send(struct producer *p, const char *topic, const char *key, size_t
         for (size_t i = 0; i < nheaders; i++)
                 rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
         e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic),
-                              RD_KAFKA_V_KEY(key, key_len),
-                              RD_KAFKA_V_VALUE((void *)value, value_len),
+                              RD_KAFKA_V_KEY(key, key ? key_len : 0),
+                              RD_KAFKA_V_VALUE((void *)value, value ? value_len : 0),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                               RD_KAFKA_V_TIMESTAMP(timestamp_ms),
                               RD_KAFKA_V_HEADERS(hdrs),
@@ -234,6 +250,19 @@ int producer_send(struct producer *p, const char *topic, const char *key, size_t
 int producer_outq_len(struct producer *p)
 {
         return rd_kafka_outq_len(p->rk);
+}
+
+int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen)
+{
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
+
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                snprintf(err, errlen, "%s", rd_kafka_err2str(e));
+                return -EHOSTUNREACH;
+        }
+        rd_kafka_metadata_destroy(md);
+        return 0;
 }
 
 int producer_fatal_error(struct producer *p, char *buf, size_t size)

@@ -24,16 +24,33 @@ struct producer_header {
         size_t len;
 };
 
+/* Everything a delivery report tells about one message, borrowed during the callback. */
+struct producer_report {
+        uint64_t ticket;       /* what was given to producer_send() */
+        int err;               /* 0 on success, else an rd_kafka_resp_err_t */
+        const char *errname;   /* e.g. "MSG_SIZE_TOO_LARGE"; "" on success */
+        const char *errstr;    /* human-readable reason; "" on success */
+        const char *topic;
+        const char *key;       /* NULL for no key */
+        size_t key_len;
+        const char *value;     /* NULL for a tombstone */
+        size_t value_len;
+        const struct producer_header *headers;  /* on failure only; NULL on success */
+        size_t nheaders;
+};
+
 /*
- * A delivery report (librdkafka's "dr_msg_cb"): @err is 0 on success, else
- * an rd_kafka_resp_err_t; @errstr describes it. @ticket is what was given to
- * producer_send(); @bytes the key and value bytes of the message.
- * @work_id/@lsn_text are the message's ce_id and ce_pglsn header values
- * (NUL-terminated copies valid during the call) for error messages.
- * @locality: the thread calling producer_poll().
+ * A delivery report (librdkafka's dr_msg_cb): the only truth about a
+ * message. @locality: the thread calling producer_poll().
  */
-typedef void producer_dr_fn(void *ctx, uint64_t ticket, size_t bytes, int err, const char *errstr,
-                            const char *topic, const char *work_id, const char *lsn_text);
+typedef void producer_dr_fn(void *ctx, const struct producer_report *report);
+
+/*
+ * producer_header_value() - the last header named @name in @report as a
+ * NUL-terminated copy in @buf (@size bytes, truncated), or "" if none.
+ */
+const char *producer_header_value(const struct producer_report *report, const char *name, char *buf,
+                                  size_t size);
 
 /*
  * An error event from librdkafka: @fatal is nonzero for a fatal
@@ -70,8 +87,8 @@ int producer_poll(struct producer *p);
 
 /*
  * producer_send() - hand one record to librdkafka (copied, RD_KAFKA_MSG_F_COPY).
- * @timestamp_ms is the record timestamp (ms since the Unix epoch); headers
- * are copied. Returns 0, -ENOBUFS when librdkafka's queue is full (serve
+ * @key may be NULL (no key), @value NULL (a tombstone). @timestamp_ms is the
+ * record timestamp (ms since the Unix epoch); headers are copied. Returns 0, -ENOBUFS when librdkafka's queue is full (serve
  * delivery reports, then retry), -ENOENT for an unknown topic, -EMSGSIZE for
  * a message larger than message.max.bytes, -EIO with the reason in @err for
  * any other refusal (including a fatal producer error).
@@ -83,6 +100,13 @@ int producer_send(struct producer *p, const char *topic, const char *key, size_t
 
 /* producer_outq_len() - messages and requests not yet delivered (rd_kafka_outq_len). */
 int producer_outq_len(struct producer *p);
+
+/*
+ * producer_check_brokers() - ask the cluster for metadata, waiting up to
+ * @timeout_ms. Returns 0 when a broker answered, or -EHOSTUNREACH with
+ * librdkafka's reason in @err.
+ */
+int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen);
 
 /*
  * producer_fatal_error() - after a fatal error event: the underlying error

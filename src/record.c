@@ -4,6 +4,7 @@
  */
 #include "record.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,6 +25,8 @@ struct record_spec {
         struct segment *segs;
         size_t nsegs;
         const struct w2j_value **found; /* per name, scratch */
+        const char **found_type;        /* per name, scratch */
+        bool allow_null_payload;
         char topic[RECORD_TOPIC_MAX + 2];
 };
 
@@ -38,6 +41,7 @@ struct record_spec *record_spec_free(struct record_spec *spec)
         free(spec->names);
         free(spec->segs);
         free(spec->found);
+        free(spec->found_type);
         free(spec);
         return NULL;
 }
@@ -123,13 +127,25 @@ int record_spec_new(const char *id_column, const char *key_column, const char *p
         if (p > lit && add_seg(s, lit, (size_t)(p - lit), 0) < 0)
                 goto fail;
         s->found = calloc(s->nnames, sizeof(*s->found));
-        if (!s->found)
+        s->found_type = calloc(s->nnames, sizeof(*s->found_type));
+        if (!s->found || !s->found_type)
                 goto fail;
         *ret_spec = s;
         return 0;
 fail:
         record_spec_free(s);
         return r;
+}
+
+void record_spec_allow_null_payload(struct record_spec *spec, bool allow)
+{
+        spec->allow_null_payload = allow;
+}
+
+/* json and jsonb text was checked by PostgreSQL on input; other types were not. */
+static bool is_json_type(const char *type)
+{
+        return strcmp(type, "jsonb") == 0 || strcmp(type, "json") == 0;
 }
 
 void record_spec_template_columns(const struct record_spec *spec, const char *const **ret_names,
@@ -154,8 +170,12 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
         memset(f, 0, spec->nnames * sizeof(*f));
         for (size_t c = 0; c < rec->ncolumns; c++)
                 for (size_t i = 0; i < spec->nnames; i++)
-                        if (!f[i] && strcmp(rec->columns[c].name, spec->names[i]) == 0)
+                        if (!f[i] && strcmp(rec->columns[c].name, spec->names[i]) == 0) {
                                 f[i] = &rec->columns[c].value;
+                                spec->found_type[i] = rec->columns[c].type;
+                        }
+        /* What was found is reported on failure too, for the dead-letter topic. */
+        *ret_row = (struct outbox_row){f[COL_ID], f[COL_KEY], f[COL_PAYLOAD], f[COL_TYPE], NULL, 0};
         for (size_t i = 0; i < spec->nnames; i++) {
                 if (!f[i] && i != COL_TYPE) {
                         snprintf(err, errlen, "the row has no column \"%s\"", spec->names[i]);
@@ -172,9 +192,28 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                          f[COL_KEY]->is_null ? "NULL" : "empty");
                 return -EINVAL;
         }
-        if (f[COL_PAYLOAD]->is_null) {
-                snprintf(err, errlen, "the payload column \"%s\" is NULL", spec->names[COL_PAYLOAD]);
+        if (f[COL_PAYLOAD]->is_null && !spec->allow_null_payload) {
+                snprintf(err, errlen, "the payload column \"%s\" is NULL (publish NULL payloads as "
+                         "tombstones with --null-payload=tombstone)", spec->names[COL_PAYLOAD]);
                 return -EINVAL;
+        }
+        if (!f[COL_PAYLOAD]->is_null && !is_json_type(spec->found_type[COL_PAYLOAD])) {
+                const char *end = NULL, *stop = f[COL_PAYLOAD]->ptr + f[COL_PAYLOAD]->len;
+                cJSON *j = cJSON_ParseWithLengthOpts(f[COL_PAYLOAD]->ptr, f[COL_PAYLOAD]->len, &end,
+                                                     false);
+
+                while (j && end && end < stop && (*end == ' ' || *end == '\t' || *end == '\n' ||
+                                                  *end == '\r'))
+                        end++;
+                if (!j || end != stop) {
+                        cJSON_Delete(j);
+                        snprintf(err, errlen, "the payload column \"%s\" of type %s does not hold "
+                                 "valid JSON (records are sent as application/json); store JSON, or "
+                                 "make the column json or jsonb so that PostgreSQL checks it",
+                                 spec->names[COL_PAYLOAD], spec->found_type[COL_PAYLOAD]);
+                        return -EILSEQ;
+                }
+                cJSON_Delete(j);
         }
         for (size_t s = 0; s < spec->nsegs; s++) {
                 const struct segment *g = &spec->segs[s];
@@ -212,10 +251,6 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                 snprintf(err, errlen, "the topic \"%s\" is not a valid Kafka topic name", spec->topic);
                 return -EDOM;
         }
-        ret_row->id = f[COL_ID];
-        ret_row->key = f[COL_KEY];
-        ret_row->payload = f[COL_PAYLOAD];
-        ret_row->type = f[COL_TYPE];
         ret_row->topic = spec->topic;
         ret_row->topic_len = o;
         return 0;

@@ -9,6 +9,7 @@
 #ifndef RELAY_RECORD_H
 #define RELAY_RECORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "wal2json.h"
@@ -21,7 +22,7 @@ struct record_spec;
 struct outbox_row {
         const struct w2j_value *id;       /* work ID; never NULL or empty */
         const struct w2j_value *key;      /* Kafka key; never NULL or empty */
-        const struct w2j_value *payload;  /* Kafka value; never SQL NULL */
+        const struct w2j_value *payload;  /* Kafka value; SQL NULL only if allowed (tombstone) */
         const struct w2j_value *type;     /* ce_type, or NULL if the row lacks the column */
         const char *topic;                /* rendered topic, NUL-terminated, owned by the spec */
         size_t topic_len;
@@ -37,6 +38,9 @@ int record_spec_new(const char *id_column, const char *key_column, const char *p
                     const char *type_column, const char *template, struct record_spec **ret_spec,
                     char *err, size_t errlen);
 
+/* record_spec_allow_null_payload() - a NULL payload is a tombstone, not an error. */
+void record_spec_allow_null_payload(struct record_spec *spec, bool allow);
+
 /* record_spec_free() - NULL-safe; returns NULL. */
 struct record_spec *record_spec_free(struct record_spec *spec);
 
@@ -50,13 +54,16 @@ void record_spec_template_columns(const struct record_spec *spec, const char *co
 /*
  * record_extract() - find the parts of @rec's Kafka record. Pointers in
  * @ret_row borrow from @rec and @spec (the topic), valid until the next call
- * or the next w2j_decode(). The type column may be missing (ce_type is then
+ * or the next w2j_decode(). On failure @ret_row still holds the columns found
+ * (NULL where missing) and no topic, so the row can be dead-lettered. The type column may be missing (ce_type is then
  * left out); the others may not.
  *
  * Returns 0, or with a reason naming the column in @err:
  *   -ENOENT  the row lacks the ID, key, payload or a template column;
- *   -EINVAL  the ID or key is NULL or empty, the payload or a template
- *            column is NULL;
+ *   -EINVAL  the ID or key is NULL or empty, the payload (unless allowed)
+ *            or a template column is NULL;
+ *   -EILSEQ  the payload column is not of type json or jsonb and its text is
+ *            not valid JSON (the records say content-type application/json);
  *   -EDOM    the rendered topic is not a valid Kafka topic name (1 to 249 of
  *            [a-zA-Z0-9._-], not "." or "..").
  */

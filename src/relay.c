@@ -3,8 +3,11 @@
  * The orchestrator: one poll() loop over the replication socket, librdkafka's
  * delivery-report pipe, the stop pipe and the status-update timer. Reads
  * XLogData, decodes wal2json lines, publishes outbox inserts, feeds the LSN
- * ledger, and reports the ledger's flush LSN in standby status updates. The
- * only module that joins the leaf modules and logs on their behalf.
+ * ledger, and reports the ledger's flush LSN in standby status updates.
+ * Around it: reconnects with backoff, a warm-standby wait for a slot held by
+ * another relay, producer replacement after fatal errors, and the per-row
+ * error policy (stop or dead-letter). The only module that joins the leaf
+ * modules and logs on their behalf.
  */
 #include "relay.h"
 
@@ -12,6 +15,7 @@
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@
 #include "ledger.h"
 #include "log.h"
 #include "lsn.h"
+#include "metrics.h"
 #include "pgstream.h"
 #include "preflight.h"
 #include "producer.h"
@@ -31,10 +36,16 @@
 #include "wal2json.h"
 
 #define ERRLEN 1024
-#define READ_BUDGET 4096  /* CopyData messages handled per loop turn before polling again */
+#define READ_BUDGET 4096          /* CopyData messages handled per loop turn before polling again */
+#define STATUS_MIN_GAP_MS 100     /* at most this often when only the flush LSN moved */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 15000
+#define SLOT_BUSY_MAX_MS 2000     /* warm standby: how often to look at a slot held by another relay */
+#define RECONNECT_DRAIN_MS 5000   /* wait this long for acks before discarding the producer */
+#define BROKER_CHECK_MS 10000
+#define MAX_HEADERS 16
 
-enum { HDR_SPECVERSION, HDR_ID, HDR_TYPE, HDR_SOURCE, HDR_TIME, HDR_CONTENT_TYPE, HDR_PGLSN,
-       HDR_PGXID, HDR_COUNT };
+enum { SESSION_ENDED, SESSION_SLOT_BUSY };
 
 struct relay {
         const struct relay_config *conf;
@@ -48,26 +59,35 @@ struct relay {
         struct pgstream *pg;
         struct pgstream_system sys;
         struct preflight_result pre;
+        struct metrics *metrics;
+        char system_id[32];        /* of the first connection; a change stops the relay */
+        char who[128];             /* the operator, for remedy logs */
 
         int64_t status_interval_ms;
         int64_t last_status_ms;
         bool reply_pending;
-        uint64_t write_lsn;       /* highest XLogData start received */
-        uint64_t sent_flush_lsn;  /* flush LSN of the last status update */
+        uint64_t write_lsn;        /* highest XLogData start received */
+        uint64_t server_lsn;       /* highest WAL end the server reported */
+        uint64_t sent_flush_lsn;   /* flush LSN of the last status update */
         uint64_t inflight_bytes;
 
         /* The open transaction, from its B line. */
-        bool skip_txn;            /* already confirmed: a resend after reconnect */
+        bool skip_txn;             /* already confirmed: a resend after reconnect */
+        bool operator_skip;        /* --skip-transaction names it */
+        bool operator_dead_letter; /* --dead-letter-transaction names it */
         uint32_t xid;
         uint64_t end_lsn;
         int64_t commit_time_us;
+        int64_t begin_seen_ms;     /* when its B line arrived, for the oldest-unpublished age */
         char lsn_text[LSN_STRLEN];
         char xid_text[16];
         char time_text[64];
 
-        int failure;              /* enum relay_exit of the first failure, 0 if none */
+        int failure;               /* enum relay_exit of the first failure, 0 if none */
+        bool producer_broken;      /* discard the producer before streaming again */
 
-        uint64_t published, acked, ignored[W2J_UNKNOWN + 1];
+        struct metrics_counters c;
+        uint64_t ignored[W2J_UNKNOWN + 1];
 };
 
 static int64_t mono_ms(void)
@@ -98,7 +118,7 @@ static void fail(struct relay *r, int code, const char *fmt, ...)
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         log_error("%s", msg);
-        if (!r->failure)
+        if (!r->failure || (r->failure == RELAY_EXIT_RETRY && code != RELAY_EXIT_RETRY))
                 r->failure = code;
 }
 
@@ -122,12 +142,12 @@ static bool is_outbox(const struct relay *r, const char *schema, const char *tab
 static void format_rfc3339(int64_t us, char *buf, size_t size)
 {
         time_t secs = (time_t)(us >= 0 ? us / 1000000 : (us - 999999) / 1000000);
-        int64_t frac = us - (int64_t)secs * 1000000;
+        int frac = (int)(us - (int64_t)secs * 1000000);
         struct tm tm;
 
         gmtime_r(&secs, &tm);
-        snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%06d" "Z", tm.tm_year + 1900,
-                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
+        snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
 }
 
 /* Append @s percent-encoded (RFC 3986 unreserved characters kept). */
@@ -153,7 +173,7 @@ static size_t append_pct(char *buf, size_t o, size_t size, const char *s)
 static size_t format_source(const struct relay *r, const char *schema, const char *table, char *buf,
                             size_t size)
 {
-        size_t o = (size_t)snprintf(buf, size, "postgresql://%s/", r->sys.system_id);
+        size_t o = (size_t)snprintf(buf, size, "postgresql://%s/", r->system_id);
 
         o = append_pct(buf, o, size, r->pre.dbname);
         if (o + 1 < size)
@@ -168,6 +188,23 @@ static bool backpressured(const struct relay *r)
 {
         return (int64_t)ledger_outstanding(r->ledger) >= r->conf->max_inflight_messages ||
                (int64_t)r->inflight_bytes >= r->conf->max_inflight_bytes;
+}
+
+static void publish_metrics(struct relay *r)
+{
+        struct metrics_snapshot s = {
+                .c = r->c,
+                .flush_lsn = ledger_flush_lsn(r->ledger),
+                .write_lsn = r->write_lsn,
+                .server_lsn = r->server_lsn,
+                .outstanding = ledger_outstanding(r->ledger),
+                .inflight_bytes = r->inflight_bytes,
+                .streaming = r->pg != NULL && !r->failure,
+                .oldest_unacked_ms = ledger_outstanding(r->ledger) ? mono_ms() - r->begin_seen_ms : 0,
+        };
+
+        if (r->metrics)
+                metrics_update(r->metrics, &s);
 }
 
 static int send_status(struct relay *r)
@@ -186,48 +223,142 @@ static int send_status(struct relay *r)
         r->sent_flush_lsn = flush;
         r->last_status_ms = mono_ms();
         r->reply_pending = false;
+        r->c.status_updates++;
+        publish_metrics(r);
         return 0;
 }
 
+/* On the interval, on the server's request, and soon after the flush LSN moved. */
 static int maybe_send_status(struct relay *r)
 {
-        if (r->reply_pending || mono_ms() - r->last_status_ms >= r->status_interval_ms)
+        int64_t since = mono_ms() - r->last_status_ms;
+
+        if (r->reply_pending || since >= r->status_interval_ms ||
+            (ledger_flush_lsn(r->ledger) != r->sent_flush_lsn && since >= STATUS_MIN_GAP_MS))
                 return send_status(r);
         return 0;
 }
 
-/* Delivery report. @locality: the main thread, from producer_poll(). */
-static void on_delivery(void *ctx, uint64_t ticket, size_t bytes, int err, const char *errstr,
-                        const char *topic, const char *work_id, const char *lsn_text)
+/* A Kafka error that belongs to the row (retrying cannot help), not to the cluster. */
+static bool row_error_code(int err)
 {
-        struct relay *r = ctx;
-
-        if (err == 0) {
-                if (ledger_ack(r->ledger, ticket) == 0) {
-                        r->inflight_bytes -= bytes < r->inflight_bytes ? bytes : r->inflight_bytes;
-                        r->acked++;
-                }
-                return;
-        }
         switch (err) {
         case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
         case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
         case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
         case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
         case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+        case RD_KAFKA_RESP_ERR__INVALID_ARG:
         case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-                fail(r, RELAY_EXIT_DATA,
-                     "Kafka refused the message of work ID \"%s\" for topic \"%s\" (transaction "
-                     "ending at LSN %s): %s; nothing from this transaction on is confirmed; fix the "
-                     "topic or row, then restart", work_id, topic, lsn_text, errstr);
-                break;
+        case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+        case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+        case RD_KAFKA_RESP_ERR_INVALID_MSG:
+                return true;
         default:
-                fail(r, RELAY_EXIT_RETRY,
-                     "delivery of work ID \"%s\" to topic \"%s\" (transaction ending at LSN %s) "
-                     "failed: %s; nothing from this transaction on is confirmed and it will be sent "
-                     "again on restart", work_id, topic, lsn_text, errstr);
-                break;
+                return false;
         }
+}
+
+static const char *operator_name(void)
+{
+        struct passwd *pw = getpwuid(geteuid());
+        const char *user = getenv("USER");
+
+        return user && *user ? user : pw ? pw->pw_name : "unknown";
+}
+
+/*
+ * Send a row that cannot be published to the dead-letter topic under
+ * @ticket (the message the ledger waits for): original key, value and
+ * headers, plus the reason, the intended topic and the error code.
+ * Returns 0, or a negative errno after recording the failure.
+ */
+static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, const char *key,
+                       size_t key_len, const char *value, size_t value_len,
+                       const struct producer_header *orig, size_t norig, const char *code,
+                       const char *reason, int64_t timestamp_ms)
+{
+        struct producer_header h[MAX_HEADERS + 4];
+        char err[ERRLEN];
+        size_t nh = 0;
+        int ret;
+
+        for (size_t i = 0; i < norig && nh < MAX_HEADERS; i++)
+                h[nh++] = orig[i];
+        h[nh++] = (struct producer_header){"outbox_relay_error", reason, strlen(reason)};
+        h[nh++] = (struct producer_header){"outbox_relay_error_code", code, strlen(code)};
+        h[nh++] = (struct producer_header){"outbox_relay_topic", topic ? topic : "",
+                                           topic ? strlen(topic) : 0};
+        for (;;) {
+                ret = producer_send(r->prod, r->conf->dead_letter_topic, key, key_len, value,
+                                    value_len, timestamp_ms, h, nh, ticket, err, sizeof(err));
+                if (ret != -ENOBUFS || r->failure || *r->stop)
+                        break;
+                producer_poll(r->prod);
+                poll(NULL, 0, 10);
+        }
+        if (ret < 0) {
+                fail(r, RELAY_EXIT_DATA, "the dead-letter publish to \"%s\" failed too: %s; stopping "
+                     "(nothing from this transaction on is confirmed)", r->conf->dead_letter_topic, err);
+                return ret;
+        }
+        r->c.dead_lettered++;
+        return 0;
+}
+
+/* Delivery report. @locality: the main thread, from producer_poll(). */
+static void on_delivery(void *ctx, const struct producer_report *rep)
+{
+        struct relay *r = ctx;
+        char work_id[256], lsn[32];
+        bool to_dlq;
+
+        if (rep->err == 0) {
+                if (ledger_ack(r->ledger, rep->ticket) == 0) {
+                        size_t bytes = rep->key_len + rep->value_len;
+
+                        r->inflight_bytes -= bytes < r->inflight_bytes ? bytes : r->inflight_bytes;
+                        r->c.acked++;
+                }
+                return;
+        }
+        producer_header_value(rep, "ce_id", work_id, sizeof(work_id));
+        producer_header_value(rep, "ce_pglsn", lsn, sizeof(lsn));
+        to_dlq = strcmp(rep->topic, r->conf->dead_letter_topic) == 0;
+        if (to_dlq) {
+                fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (transaction ending "
+                     "at LSN %s) to \"%s\" failed: %s (%s); stopping: nothing from this transaction on "
+                     "is confirmed", work_id, lsn, rep->topic, rep->errstr, rep->errname);
+                return;
+        }
+        if (!row_error_code(rep->err)) {
+                /* Timed out, broker gone, fatal: not the row's fault. Start over with a new producer. */
+                fail(r, RELAY_EXIT_RETRY, "delivery of work ID \"%s\" to topic \"%s\" (transaction "
+                     "ending at LSN %s) failed: %s (%s); discarding the producer and streaming again "
+                     "from the slot (messages not yet confirmed will be sent again)", work_id,
+                     rep->topic, lsn, rep->errstr, rep->errname);
+                r->producer_broken = true;
+                return;
+        }
+        if (r->conf->dead_letter ||
+            (r->conf->dead_letter_transaction && lsn[0] &&
+             strcmp(lsn, lsn_format(r->conf->dead_letter_transaction, (char[LSN_STRLEN]){0})) == 0)) {
+                char reason[512];
+
+                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s",
+                         rep->topic, rep->errstr);
+                log_warning("dead-lettering work ID \"%s\" (transaction ending at LSN %s): %s",
+                            work_id, lsn, reason);
+                dead_letter(r, rep->ticket, rep->topic, rep->key, rep->key_len, rep->value,
+                            rep->value_len, rep->headers, rep->nheaders, rep->errname, reason, 0);
+                return;
+        }
+        fail(r, RELAY_EXIT_DATA, "Kafka refused the message of work ID \"%s\" for topic \"%s\" "
+             "(transaction ending at LSN %s): %s (%s); nothing from this transaction on is confirmed. "
+             "Fix the topic or its limits and restart, or choose a remedy: "
+             "--dead-letter-transaction=%s or --skip-transaction=%s", work_id, rep->topic, lsn,
+             rep->errstr, rep->errname, lsn, lsn);
+        r->c.row_errors++;
 }
 
 /* Error event from librdkafka. @locality: the main thread, from producer_poll(). */
@@ -239,28 +370,66 @@ static void on_kafka_error(void *ctx, int fatal, int err, const char *reason)
         if (fatal) {
                 int code = producer_fatal_error(r->prod, buf, sizeof(buf));
 
-                fail(r, RELAY_EXIT_RETRY, "fatal Kafka producer error: %s: %s; unconfirmed messages "
-                     "will be sent again on restart", rd_kafka_err2name((rd_kafka_resp_err_t)code), buf);
+                fail(r, RELAY_EXIT_RETRY, "fatal Kafka producer error: %s: %s; discarding the producer "
+                     "and streaming again from the slot", rd_kafka_err2name((rd_kafka_resp_err_t)code),
+                     buf);
+                r->producer_broken = true;
                 return;
         }
         log_warning("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
-/* Wait up to @ms for delivery reports, answering the server meanwhile. */
-static void service_kafka(struct relay *r, int ms)
+/*
+ * A row of the open transaction that cannot be published (found before
+ * producing it): dead-letter it if the operator chose so, else stop.
+ */
+static void row_error(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
+                      const char *topic, const char *code, const char *reason)
 {
-        struct pollfd pfd = {producer_fd(r->prod), POLLIN, 0};
+        char a[LSN_STRLEN];
+        const char *id = NULL;
+        ledger_ticket ticket;
 
-        if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+        for (size_t i = 0; i < rec->ncolumns; i++)
+                if (strcmp(rec->columns[i].name, r->conf->id_column) == 0)
+                        id = rec->columns[i].value.ptr;
+        if (r->conf->dead_letter || r->operator_dead_letter) {
+                struct producer_header h[3];
+                size_t nh = 0;
+
+                if (id)
+                        h[nh++] = (struct producer_header){"ce_id", id, strlen(id)};
+                h[nh++] = (struct producer_header){"ce_pglsn", r->lsn_text, strlen(r->lsn_text)};
+                h[nh++] = (struct producer_header){"ce_pgxid", r->xid_text, strlen(r->xid_text)};
+                log_warning("dead-lettering work ID \"%s\" of table \"%s\".\"%s\" at LSN %s "
+                            "(transaction ending at LSN %s): %s", id ? id : "(none)", rec->schema,
+                            rec->table, lsn_format(rec->lsn, a), r->lsn_text, reason);
+                if (ledger_add_message(r->ledger, &ticket) < 0) {
+                        fail(r, RELAY_EXIT_RETRY, "row outside a transaction: the stream is malformed");
+                        return;
+                }
+                if (dead_letter(r, ticket, topic, row && row->key && !row->key->is_null ? row->key->ptr : NULL,
+                                row && row->key ? row->key->len : 0,
+                                row && row->payload && !row->payload->is_null ? row->payload->ptr : NULL,
+                                row && row->payload ? row->payload->len : 0, h, nh, code, reason,
+                                r->commit_time_us / 1000) < 0)
+                        ledger_cancel_message(r->ledger, ticket);
                 return;
-        producer_poll(r->prod);
-        maybe_send_status(r);
+        }
+        r->c.row_errors++;
+        fail(r, RELAY_EXIT_DATA,
+             "cannot publish the row with work ID \"%s\" of table \"%s\".\"%s\" at LSN %s "
+             "(transaction %u ending at LSN %s): %s. Nothing from this transaction on is confirmed; "
+             "fix the row or the relay's options and restart, or choose a remedy: "
+             "--dead-letter-transaction=%s or --skip-transaction=%s",
+             id ? id : "(none)", rec->schema, rec->table, lsn_format(rec->lsn, a), r->xid, r->lsn_text,
+             reason, r->lsn_text, r->lsn_text);
 }
 
 static void publish_row(struct relay *r, const struct w2j_record *rec)
 {
-        struct outbox_row row;
-        struct producer_header h[HDR_COUNT];
+        struct outbox_row row = {0};
+        struct producer_header h[MAX_HEADERS];
         char err[ERRLEN], source[1024];
         ledger_ticket ticket;
         size_t nh = 0;
@@ -268,17 +437,10 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
 
         ret = record_extract(r->spec, rec, &row, err, sizeof(err));
         if (ret < 0) {
-                const char *id = NULL;
-
-                for (size_t i = 0; i < rec->ncolumns; i++)
-                        if (strcmp(rec->columns[i].name, r->conf->id_column) == 0)
-                                id = rec->columns[i].value.ptr;
-                fail(r, RELAY_EXIT_DATA,
-                     "cannot publish the row with work ID \"%s\" of table \"%s\".\"%s\" at LSN %s "
-                     "(transaction %u ending at LSN %s): %s; nothing from this transaction on is "
-                     "confirmed; fix the row (or the relay's options) and restart",
-                     id ? id : "(none)", rec->schema, rec->table, lsn_format(rec->lsn, source), r->xid,
-                     r->lsn_text, err);
+                row_error(r, rec, ret == -ENOENT || ret == -EINVAL || ret == -EILSEQ ? &row : NULL,
+                          ret == -EDOM ? NULL : row.topic,
+                          ret == -EDOM ? "INVALID_TOPIC" : ret == -EILSEQ ? "INVALID_JSON" :
+                          ret == -ENOENT ? "MISSING_COLUMN" : "NULL_VALUE", err);
                 return;
         }
         ret = ledger_add_message(r->ledger, &ticket);
@@ -298,26 +460,81 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         h[nh++] = (struct producer_header){"ce_pglsn", r->lsn_text, strlen(r->lsn_text)};
         h[nh++] = (struct producer_header){"ce_pgxid", r->xid_text, strlen(r->xid_text)};
         for (;;) {
-                ret = producer_send(r->prod, row.topic, row.key->ptr, row.key->len, row.payload->ptr,
-                                    row.payload->len, r->commit_time_us / 1000, h, nh, ticket, err,
-                                    sizeof(err));
-                if (ret != -ENOBUFS || r->failure)
+                ret = producer_send(r->prod, row.topic, row.key->ptr, row.key->len,
+                                    row.payload->is_null ? NULL : row.payload->ptr, row.payload->len,
+                                    r->commit_time_us / 1000, h, nh, ticket, err, sizeof(err));
+                if (ret != -ENOBUFS || r->failure || *r->stop)
                         break;
                 /* librdkafka's queue is full: serve delivery reports, keep the server answered. */
-                service_kafka(r, 100);
+                {
+                        struct pollfd pfd = {producer_fd(r->prod), POLLIN, 0};
+
+                        poll(&pfd, 1, 100);
+                        producer_poll(r->prod);
+                        maybe_send_status(r);
+                }
         }
         if (ret < 0) {
                 ledger_cancel_message(r->ledger, ticket);
                 if (ret == -ENOBUFS)
+                        return;  /* stopping or failed meanwhile: the row stays unconfirmed */
+                if (ret == -EMSGSIZE || ret == -ENOENT) {
+                        char reason[ERRLEN + 256];
+
+                        snprintf(reason, sizeof(reason), "Kafka's producer refused it: %s%s", err,
+                                 ret == -EMSGSIZE ? " (payload larger than message.max.bytes; raise "
+                                 "it with -X message.max.bytes and the topic's max.message.bytes, or "
+                                 "store less in the row)" : "");
+                        row_error(r, rec, &row, row.topic,
+                                  ret == -EMSGSIZE ? "MSG_SIZE_TOO_LARGE" : "UNKNOWN_TOPIC", reason);
                         return;
-                fail(r, ret == -EMSGSIZE || ret == -ENOENT ? RELAY_EXIT_DATA : RELAY_EXIT_RETRY,
-                     "cannot hand the message of work ID \"%.*s\" to Kafka for topic \"%s\" "
-                     "(transaction ending at LSN %s): %s", (int)row.id->len, row.id->ptr, row.topic,
-                     r->lsn_text, err);
+                }
+                fail(r, RELAY_EXIT_RETRY, "cannot hand the message of work ID \"%.*s\" to Kafka for "
+                     "topic \"%s\" (transaction ending at LSN %s): %s", (int)row.id->len, row.id->ptr,
+                     row.topic, r->lsn_text, err);
+                r->producer_broken = true;
                 return;
         }
         r->inflight_bytes += row.key->len + row.payload->len;
-        r->published++;
+        r->c.published++;
+}
+
+static void begin_transaction(struct relay *r, const struct w2j_record *rec)
+{
+        char a[LSN_STRLEN];
+        int ret;
+
+        r->skip_txn = rec->next_lsn <= ledger_flush_lsn(r->ledger);
+        if (r->skip_txn) {
+                log_debug("skipping transaction %u ending at %s: already confirmed", rec->xid,
+                          lsn_format(rec->next_lsn, a));
+                return;
+        }
+        ret = ledger_begin(r->ledger, rec->next_lsn);
+        if (ret < 0) {
+                fail(r, RELAY_EXIT_RETRY, "transaction %u ending at LSN %s begins %s: the stream is "
+                     "malformed", rec->xid, lsn_format(rec->next_lsn, a),
+                     ret == -EBUSY ? "inside another" : "before the previous one ended");
+                return;
+        }
+        r->xid = rec->xid;
+        r->end_lsn = rec->next_lsn;
+        r->commit_time_us = rec->commit_time_us;
+        if (ledger_outstanding(r->ledger) == 0)
+                r->begin_seen_ms = mono_ms();
+        lsn_format(rec->next_lsn, r->lsn_text);
+        snprintf(r->xid_text, sizeof(r->xid_text), "%u", rec->xid);
+        format_rfc3339(rec->commit_time_us, r->time_text, sizeof(r->time_text));
+        r->operator_skip = rec->next_lsn == r->conf->skip_transaction;
+        r->operator_dead_letter = rec->next_lsn == r->conf->dead_letter_transaction;
+        if (r->operator_skip)
+                log_warning("SKIPPING transaction %u ending at LSN %s as requested with "
+                            "--skip-transaction by %s: its outbox rows are NOT published",
+                            rec->xid, r->lsn_text, r->who);
+        if (r->operator_dead_letter)
+                log_warning("transaction %u ending at LSN %s: rows that cannot be published go to "
+                            "\"%s\" as requested with --dead-letter-transaction by %s", rec->xid,
+                            r->lsn_text, r->conf->dead_letter_topic, r->who);
 }
 
 static void handle_line(struct relay *r, const struct replmsg *m)
@@ -329,39 +546,25 @@ static void handle_line(struct relay *r, const struct replmsg *m)
         ret = w2j_decode(r->dec, m->data, m->data_len, &rec);
         if (ret < 0) {
                 fail(r, RELAY_EXIT_DATA,
-                     "cannot decode the wal2json line at LSN %s (%s); nothing from it on is "
-                     "confirmed; first 200 bytes: %.*s", lsn_format(m->data_start, a),
+                     "cannot decode the wal2json line at LSN %s (%s); stopping without skipping it, "
+                     "nothing from it on is confirmed; first 200 bytes: %.*s",
+                     lsn_format(m->data_start, a),
                      ret == -E2BIG ? "line too long" : ret == -ENOMEM ? "out of memory" : "invalid JSON",
                      (int)(m->data_len < 200 ? m->data_len : 200), m->data);
                 return;
         }
         switch (rec.action) {
         case W2J_BEGIN:
-                r->skip_txn = rec.next_lsn <= ledger_flush_lsn(r->ledger);
-                if (r->skip_txn) {
-                        log_debug("skipping transaction %u ending at %s: already confirmed", rec.xid,
-                                  lsn_format(rec.next_lsn, a));
-                        break;
-                }
-                ret = ledger_begin(r->ledger, rec.next_lsn);
-                if (ret < 0) {
-                        fail(r, RELAY_EXIT_RETRY, "transaction %u ending at LSN %s begins %s: the "
-                             "stream is malformed", rec.xid, lsn_format(rec.next_lsn, a),
-                             ret == -EBUSY ? "inside another" : "before the previous one ended");
-                        break;
-                }
-                r->xid = rec.xid;
-                r->end_lsn = rec.next_lsn;
-                r->commit_time_us = rec.commit_time_us;
-                lsn_format(rec.next_lsn, r->lsn_text);
-                snprintf(r->xid_text, sizeof(r->xid_text), "%u", rec.xid);
-                format_rfc3339(rec.commit_time_us, r->time_text, sizeof(r->time_text));
+                begin_transaction(r, &rec);
                 break;
         case W2J_COMMIT:
                 if (r->skip_txn) {
                         r->skip_txn = false;
                         break;
                 }
+                if (r->operator_skip)
+                        r->c.skipped_transactions++;
+                r->operator_skip = r->operator_dead_letter = false;
                 ret = ledger_commit(r->ledger, rec.next_lsn);
                 if (ret < 0)
                         fail(r, RELAY_EXIT_RETRY, "commit of transaction %u at LSN %s does not match "
@@ -371,14 +574,23 @@ static void handle_line(struct relay *r, const struct replmsg *m)
                 if (r->skip_txn)
                         break;
                 if (is_outbox(r, rec.schema, rec.table)) {
+                        if (r->operator_skip) {
+                                r->c.skipped_rows++;
+                                log_warning("skipped row of table \"%s\".\"%s\" at LSN %s "
+                                            "(--skip-transaction)", rec.schema, rec.table,
+                                            lsn_format(rec.lsn, a));
+                                break;
+                        }
                         publish_row(r, &rec);
                         break;
                 }
                 /* fall through */
         default:
+                r->c.ignored++;
                 if (r->ignored[rec.action]++ == 0)
-                        log_debug("ignoring %s records (first at LSN %s)", action_name(rec.action),
-                                  lsn_format(m->data_start, a));
+                        log_info("not publishing %s records%s%s (first at LSN %s); counted in metrics",
+                                 action_name(rec.action), rec.table ? " of " : "",
+                                 rec.table ? rec.table : "", lsn_format(m->data_start, a));
                 break;
         }
 }
@@ -386,7 +598,8 @@ static void handle_line(struct relay *r, const struct replmsg *m)
 /*
  * Read what the server sent, within the in-flight bounds. @draining: the
  * relay is stopping; lines are dropped unread (never confirmed) and only
- * reply requests are served.
+ * reply requests are served. Returns 1 if more may be buffered, 0 if not,
+ * negative after a failure.
  */
 static int read_stream(struct relay *r, bool draining)
 {
@@ -406,9 +619,9 @@ static int read_stream(struct relay *r, bool draining)
                 if (ret < 0) {
                         char a[LSN_STRLEN];
 
-                        fail(r, RELAY_EXIT_RETRY, "replication stream ended at LSN %s: %s%s%s%s",
-                             lsn_format(r->write_lsn, a), err, state[0] ? " (SQLSTATE " : "", state,
-                             state[0] ? ")" : "");
+                        fail(r, RELAY_EXIT_RETRY, "replication stream from slot \"%s\" ended at LSN %s: "
+                             "%s%s%s%s", r->conf->slot, lsn_format(r->write_lsn, a), err,
+                             state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "");
                         return ret;
                 }
                 if (replmsg_parse(buf, len, &m) < 0) {
@@ -416,6 +629,8 @@ static int read_stream(struct relay *r, bool draining)
                              "0x%02x", len, len ? (unsigned char)buf[0] : 0);
                         return -EBADMSG;
                 }
+                if (m.wal_end > r->server_lsn)
+                        r->server_lsn = m.wal_end;
                 if (m.kind == REPLMSG_KEEPALIVE) {
                         if (!draining)
                                 ledger_keepalive(r->ledger, m.wal_end);
@@ -429,15 +644,16 @@ static int read_stream(struct relay *r, bool draining)
                         r->write_lsn = m.data_start;
                 handle_line(r, &m);
         }
-        return 1;  /* budget used up: more may be buffered */
+        return r->failure ? -1 : 1;
 }
 
 static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
 {
-        struct pollfd pfd[3] = {
+        struct pollfd pfd[4] = {
                 {producer_fd(r->prod), POLLIN, 0},
                 {r->stop_fd, POLLIN, 0},
                 {pgstream_socket(r->pg), 0, 0},
+                {r->metrics ? metrics_fd(r->metrics) : -1, POLLIN, 0},
         };
         char err[ERRLEN];
 
@@ -445,7 +661,7 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
                 pfd[2].events |= POLLIN;
         if (pgstream_want_write(r->pg))
                 pfd[2].events |= POLLOUT;
-        if (poll(pfd, 3, timeout_ms) < 0 && errno != EINTR)
+        if (poll(pfd, 4, timeout_ms) < 0 && errno != EINTR)
                 return -errno;
         if (pfd[2].revents & (POLLIN | POLLERR | POLLHUP)) {
                 if (pgstream_consume(r->pg, err, sizeof(err)) < 0) {
@@ -455,6 +671,8 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
         }
         if (pfd[2].revents & POLLOUT)
                 pgstream_flush(r->pg);
+        if (pfd[3].revents & POLLIN)
+                metrics_serve(r->metrics);
         return 0;
 }
 
@@ -462,6 +680,8 @@ static int next_timeout(const struct relay *r)
 {
         int64_t left = r->last_status_ms + r->status_interval_ms - mono_ms();
 
+        if (ledger_flush_lsn(r->ledger) != r->sent_flush_lsn && left > STATUS_MIN_GAP_MS)
+                left = STATUS_MIN_GAP_MS;
         if (left < 0)
                 left = 0;
         return (int)(left > 1000 ? 1000 : left);
@@ -477,22 +697,26 @@ static void stream(struct relay *r)
                 producer_poll(r->prod);
                 if (maybe_send_status(r) < 0)
                         break;
+                publish_metrics(r);
                 if (wait_events(r, !backpressured(r), more > 0 ? 0 : next_timeout(r)) < 0)
                         break;
         }
 }
 
-/* Stop: wait for acknowledgements (bounded), keep answering the server, report, end the copy. */
-static void finish(struct relay *r)
+/*
+ * End the session: on a requested stop, wait for acknowledgements
+ * (bounded) while answering the server; then report the flush LSN and end
+ * the copy if the connection still works.
+ */
+static void end_session(struct relay *r)
 {
         int64_t deadline = mono_ms() + (r->failure ? 0 : r->conf->shutdown_timeout_ms);
-        char err[ERRLEN], a[LSN_STRLEN];
-        bool connected = r->failure != RELAY_EXIT_RETRY || true;
+        char err[ERRLEN];
 
         if (!r->failure)
                 log_info("stopping: waiting up to %" PRId64 " ms for %" PRIu64 " outstanding "
                          "acknowledgements", r->conf->shutdown_timeout_ms, ledger_outstanding(r->ledger));
-        while (ledger_outstanding(r->ledger) > 0 && mono_ms() < deadline) {
+        while (!r->failure && ledger_outstanding(r->ledger) > 0 && mono_ms() < deadline) {
                 int64_t left = deadline - mono_ms();
                 int t = next_timeout(r);
 
@@ -504,19 +728,20 @@ static void finish(struct relay *r)
                 if (maybe_send_status(r) < 0)
                         break;
         }
-        if (ledger_outstanding(r->ledger) > 0)
+        if (!r->failure && ledger_outstanding(r->ledger) > 0)
                 log_warning("stopping with %" PRIu64 " messages unacknowledged: they will be sent "
                             "again on the next start", ledger_outstanding(r->ledger));
-        (void)connected;
-        if (send_status(r) == 0) {
-                if (pgstream_finish(r->pg, 5000, err, sizeof(err)) < 0)
+        /* A last report; after a lost connection it fails quietly. */
+        if (pgstream_send_status(r->pg, r->write_lsn > ledger_flush_lsn(r->ledger) ?
+                                 r->write_lsn : ledger_flush_lsn(r->ledger), ledger_flush_lsn(r->ledger),
+                                 wall_us(), err, sizeof(err)) == 0) {
+                r->sent_flush_lsn = ledger_flush_lsn(r->ledger);
+                if (pgstream_finish(r->pg, 5000, err, sizeof(err)) < 0 && !r->failure)
                         log_warning("ending the replication stream: %s", err);
         }
-        log_info("stopped: %" PRIu64 " messages published, %" PRIu64 " acknowledged, confirmed "
-                 "flush LSN %s", r->published, r->acked, lsn_format(ledger_flush_lsn(r->ledger), a));
 }
 
-static int build_plugin_options(const struct relay_config *conf, char **ret_tables)
+static int build_add_tables(const struct relay_config *conf, char **ret_tables)
 {
         size_t size = 1, o = 0;
         char *buf;
@@ -549,7 +774,49 @@ fail:
         return -ENOSPC;
 }
 
-static int start_stream(struct relay *r, const char *add_tables)
+/* Check, after every (re)connect, that the slot is still the one the relay was streaming. */
+static int check_slot(struct relay *r)
+{
+        struct pgstream_slot slot;
+        char err[ERRLEN];
+
+        if (pgstream_slot_info(r->pg, r->conf->slot, &slot, err, sizeof(err)) < 0) {
+                fail(r, RELAY_EXIT_RETRY, "cannot read replication slot \"%s\": %s", r->conf->slot, err);
+                return -EIO;
+        }
+        if (!slot.exists) {
+                fail(r, RELAY_EXIT_ENVIRONMENT,
+                     "replication slot \"%s\" is gone (dropped, or this server is a promoted standby "
+                     "that never had it). outbox-relay does not recreate it: a new slot starts at the "
+                     "current WAL and would skip every row committed since LSN %s. Decide how to "
+                     "recover those rows, then start once with --create-slot",
+                     r->conf->slot, lsn_format(ledger_flush_lsn(r->ledger), (char[LSN_STRLEN]){0}));
+                return -ENOENT;
+        }
+        if (strcmp(slot.wal_status, "lost") == 0) {
+                fail(r, RELAY_EXIT_ENVIRONMENT,
+                     "replication slot \"%s\" was invalidated (wal_status lost, see "
+                     "max_slot_wal_keep_size): the WAL of rows not yet published after LSN %s is gone. "
+                     "Recover them by other means, then drop the slot and start once with --create-slot",
+                     r->conf->slot, lsn_format(ledger_flush_lsn(r->ledger), (char[LSN_STRLEN]){0}));
+                return -ENOENT;
+        }
+        if (strcmp(slot.plugin, "wal2json") != 0 || strcmp(slot.database, r->pre.dbname) != 0) {
+                fail(r, RELAY_EXIT_ENVIRONMENT, "replication slot \"%s\" now uses plugin \"%s\" on "
+                     "database \"%s\": it was replaced; choose the slot with --slot", r->conf->slot,
+                     slot.plugin, slot.database);
+                return -EINVAL;
+        }
+        if (slot.active_pid) {
+                log_info("replication slot \"%s\" is in use by PID %d (another relay?): waiting as a "
+                         "warm standby", r->conf->slot, slot.active_pid);
+                return -EBUSY;
+        }
+        return 0;
+}
+
+/* One replication connection, from connect to end. Returns SESSION_*. */
+static int session(struct relay *r, const char *add_tables)
 {
         const char *opts[] = {
                 "format-version", "2",       "include-transaction", "true",
@@ -564,21 +831,101 @@ static int start_stream(struct relay *r, const char *add_tables)
         ret = pgstream_connect(r->conf->conninfo, &r->pg, &r->sys, err, sizeof(err));
         if (ret < 0) {
                 fail(r, RELAY_EXIT_RETRY, "cannot open the replication connection: %s", err);
-                return ret;
+                return SESSION_ENDED;
         }
+        if (!r->system_id[0]) {
+                snprintf(r->system_id, sizeof(r->system_id), "%s", r->sys.system_id);
+        } else if (strcmp(r->system_id, r->sys.system_id) != 0) {
+                fail(r, RELAY_EXIT_ENVIRONMENT,
+                     "the server's system identifier changed from %s to %s: this is another cluster "
+                     "(restored, re-initialised or a different server at the same address). Its slot "
+                     "positions have nothing to do with what was published from LSN %s on. Stopping "
+                     "so that an operator decides how to reconcile the outbox",
+                     r->system_id, r->sys.system_id, lsn_format(ledger_flush_lsn(r->ledger), a));
+                return SESSION_ENDED;
+        }
+        ret = check_slot(r);
+        if (ret == -EBUSY)
+                return SESSION_SLOT_BUSY;
+        if (ret < 0)
+                return SESSION_ENDED;
         ret = pgstream_start(r->pg, &st, err, sizeof(err), state);
         if (ret < 0) {
-                bool in_use = strcmp(state, "55006") == 0;
-
-                fail(r, in_use ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT,
+                if (strcmp(state, "55006") == 0) {
+                        log_info("replication slot \"%s\" is in use: %s; waiting as a warm standby",
+                                 r->conf->slot, err);
+                        return SESSION_SLOT_BUSY;
+                }
+                fail(r, strcmp(state, "42704") == 0 || strcmp(state, "42501") == 0 ||
+                        strcmp(state, "55000") == 0 ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
                      "cannot start replication from slot \"%s\": %s%s%s%s", r->conf->slot, err,
                      state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "");
-                return ret;
+                return SESSION_ENDED;
         }
         log_info("streaming from slot \"%s\" (confirmed flush LSN %s) of system %s, database \"%s\"",
                  r->conf->slot, lsn_format(ledger_flush_lsn(r->ledger), a), r->sys.system_id,
                  r->sys.dbname);
+        r->c.connects++;
         r->last_status_ms = mono_ms();
+        stream(r);
+        end_session(r);
+        return SESSION_ENDED;
+}
+
+/* Wait up to @ms unless a stop is requested, serving delivery reports meanwhile. */
+static void pause_ms(struct relay *r, int64_t ms)
+{
+        int64_t deadline = mono_ms() + ms;
+
+        while (!*r->stop) {
+                struct pollfd pfd[3] = {
+                        {r->stop_fd, POLLIN, 0},
+                        {r->prod ? producer_fd(r->prod) : -1, POLLIN, 0},
+                        {r->metrics ? metrics_fd(r->metrics) : -1, POLLIN, 0},
+                };
+                int64_t left = deadline - mono_ms();
+
+                if (left <= 0)
+                        break;
+                poll(pfd, 3, (int)(left > 1000 ? 1000 : left));
+                if (r->prod)
+                        producer_poll(r->prod);
+                if (pfd[2].revents & POLLIN)
+                        metrics_serve(r->metrics);
+                publish_metrics(r);
+        }
+}
+
+/* Between sessions: keep acknowledged work, discard the rest (and a broken producer). */
+static int recover(struct relay *r)
+{
+        char err[ERRLEN];
+        int64_t deadline = mono_ms() + RECONNECT_DRAIN_MS;
+
+        while (!r->producer_broken && ledger_outstanding(r->ledger) > 0 && mono_ms() < deadline &&
+               !*r->stop) {
+                struct pollfd pfd = {producer_fd(r->prod), POLLIN, 0};
+
+                poll(&pfd, 1, 100);
+                producer_poll(r->prod);
+        }
+        if (ledger_outstanding(r->ledger) > 0)
+                r->producer_broken = true;
+        if (r->producer_broken) {
+                log_warning("discarding the Kafka producer with %" PRIu64 " messages unacknowledged: "
+                            "they will be sent again", ledger_outstanding(r->ledger));
+                r->prod = producer_free(r->prod);
+                if (producer_new(r->conf, on_delivery, on_kafka_error, r, &r->prod, err, sizeof(err)) < 0) {
+                        log_error("cannot create a new Kafka producer: %s", err);
+                        return -EIO;
+                }
+                r->c.producer_restarts++;
+        }
+        ledger_reset(r->ledger);
+        r->inflight_bytes = 0;
+        r->producer_broken = false;
+        r->failure = 0;
+        r->skip_txn = r->operator_skip = r->operator_dead_letter = false;
         return 0;
 }
 
@@ -587,15 +934,19 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
         struct relay r = {.conf = conf, .stop = stop, .stop_fd = stop_fd};
         const char *const *tcols;
         size_t ntcols;
-        char err[ERRLEN], *add_tables = NULL;
-        int ret;
+        char err[ERRLEN], *add_tables = NULL, a[LSN_STRLEN];
+        int64_t backoff = BACKOFF_MIN_MS;
+        int ret, code;
 
+        snprintf(r.who, sizeof(r.who), "user %s (uid %d)", operator_name(), (int)geteuid());
+        srand((unsigned)(wall_us() ^ getpid()));
         ret = record_spec_new(conf->id_column, conf->key_column, conf->payload_column,
                               conf->type_column, conf->topic_template, &r.spec, err, sizeof(err));
         if (ret < 0) {
                 log_error("%s", ret == -ENOMEM ? "out of memory" : err);
                 return ret == -ENOMEM ? RELAY_EXIT_RETRY : RELAY_EXIT_USAGE;
         }
+        record_spec_allow_null_payload(r.spec, conf->null_tombstone);
         record_spec_template_columns(r.spec, &tcols, &ntcols);
         ret = preflight_run(conf, tcols, ntcols, &r.pre, err, sizeof(err));
         if (ret < 0) {
@@ -612,25 +963,78 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                          "wal_sender_timeout of %" PRId64 " ms", r.status_interval_ms,
                          r.pre.wal_sender_timeout_ms);
         }
+        if (conf->skip_transaction && conf->skip_transaction <= r.pre.confirmed_flush_lsn)
+                log_warning("--skip-transaction=%s has no effect: the slot is already confirmed past "
+                            "it; remove the option", lsn_format(conf->skip_transaction, a));
+        else if (conf->skip_transaction)
+                log_warning("will skip the transaction ending at LSN %s (--skip-transaction, by %s)",
+                            lsn_format(conf->skip_transaction, a), r.who);
         r.dec = w2j_decoder_new();
         r.ledger = ledger_new(r.pre.confirmed_flush_lsn);
-        if (!r.dec || !r.ledger || build_plugin_options(conf, &add_tables) < 0) {
+        if (!r.dec || !r.ledger || build_add_tables(conf, &add_tables) < 0) {
                 fail(&r, RELAY_EXIT_RETRY, "out of memory");
                 goto out;
         }
         r.sent_flush_lsn = r.pre.confirmed_flush_lsn;
+        if (conf->metrics_address) {
+                ret = metrics_new(conf->metrics_address, conf->slot, &r.metrics, err, sizeof(err));
+                if (ret < 0) {
+                        fail(&r, RELAY_EXIT_USAGE, "%s", err);
+                        goto out;
+                }
+        }
         ret = producer_new(conf, on_delivery, on_kafka_error, &r, &r.prod, err, sizeof(err));
         if (ret < 0) {
                 fail(&r, ret == -EINVAL ? RELAY_EXIT_USAGE : RELAY_EXIT_RETRY, "%s", err);
                 goto out;
         }
-        if (start_stream(&r, add_tables) < 0)
+        if (producer_check_brokers(r.prod, BROKER_CHECK_MS, err, sizeof(err)) < 0) {
+                fail(&r, RELAY_EXIT_RETRY, "cannot reach any Kafka broker of \"%s\" within %d s: %s; "
+                     "check --brokers and that the brokers are up", conf->brokers,
+                     BROKER_CHECK_MS / 1000, err);
                 goto out;
-        stream(&r);
-        finish(&r);
+        }
+        for (;;) {
+                int64_t started = mono_ms(), delay;
+
+                code = session(&r, add_tables);
+                r.pg = pgstream_free(r.pg);
+                if (r.failure && r.failure != RELAY_EXIT_RETRY)
+                        break;
+                if (*stop && !r.failure)
+                        break;
+                if (*stop) {
+                        r.failure = 0;  /* stopped while reconnecting: nothing else went wrong */
+                        break;
+                }
+                if (recover(&r) < 0) {
+                        r.failure = RELAY_EXIT_RETRY;
+                        break;
+                }
+                if (mono_ms() - started > 60000)
+                        backoff = BACKOFF_MIN_MS;
+                if (code == SESSION_SLOT_BUSY) {
+                        delay = r.status_interval_ms < SLOT_BUSY_MAX_MS ? r.status_interval_ms
+                                                                        : SLOT_BUSY_MAX_MS;
+                } else {
+                        /* Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"). */
+                        delay = backoff / 2 + rand() % (backoff / 2 + 1);
+                        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+                        log_info("reconnecting in %" PRId64 " ms", delay);
+                }
+                r.c.reconnects++;
+                pause_ms(&r, delay);
+                if (*stop)
+                        break;
+        }
+        log_info("stopped: %" PRIu64 " messages published, %" PRIu64 " acknowledged, %" PRIu64
+                 " dead-lettered, %" PRIu64 " transactions skipped by request; confirmed flush LSN %s",
+                 r.c.published, r.c.acked, r.c.dead_lettered, r.c.skipped_transactions,
+                 lsn_format(ledger_flush_lsn(r.ledger), a));
 out:
         producer_free(r.prod);
         pgstream_free(r.pg);
+        metrics_free(r.metrics);
         ledger_free(r.ledger);
         w2j_decoder_free(r.dec);
         record_spec_free(r.spec);
