@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError
 
 
 @dataclass
@@ -72,6 +72,11 @@ class TopicReader:
         self.consumer.subscribe(list(topics))
         self.records = []
         self.errors = []
+        # a rebalance (e.g. after a broker restart) without committed offsets
+        # starts again at the earliest offset: keep each record position once,
+        # so counts reflect what the relay produced, not what we re-read
+        self._positions = set()
+        self.reread = 0
 
     def poll(self, timeout=0.5, max_records=1000):
         """Fetch what is available now; returns the new records."""
@@ -83,6 +88,11 @@ class TopicReader:
                                       KafkaError.UNKNOWN_TOPIC_OR_PART):
                     self.errors.append(err)
                 continue
+            pos = (msg.topic(), msg.partition(), msg.offset())
+            if pos in self._positions:
+                self.reread += 1
+                continue
+            self._positions.add(pos)
             ts_type, ts = msg.timestamp()
             new.append(Record(topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
                               key=msg.key(), value=msg.value(),
@@ -157,12 +167,4 @@ def consume(bootstrap, topics, until=None, timeout=30, count=None):
         return list(reader.records)
 
 
-def all_partitions_read(reader_records, tps):
-    """Helper for predicates: True when records cover the offsets in tps {(topic,p): high}."""
-    seen = {}
-    for r in reader_records:
-        seen[(r.topic, r.partition)] = max(seen.get((r.topic, r.partition), -1), r.offset)
-    return all(seen.get(k, -1) + 1 >= v for k, v in tps.items())
-
-
-__all__ = ["Record", "TopicReader", "consume", "TopicPartition", "all_partitions_read"]
+__all__ = ["Record", "TopicReader", "consume"]
