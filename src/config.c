@@ -364,10 +364,10 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
         for (size_t i = 0; i < N_OPTS; i++) {
                 bool has_arg = opt_defs[i].type != OPT_FLAG && opt_defs[i].type != OPT_COUNT;
 
+                /* Long forms return 256 + index, so they never look like getopt's '?'. */
                 longopts[i] = (struct option){opt_defs[i].name, has_arg ? required_argument : no_argument,
-                                              NULL, opt_defs[i].short_name ? opt_defs[i].short_name
-                                                                           : 256 + (int)i};
-                if (opt_defs[i].short_name) {
+                                              NULL, 256 + (int)i};
+                if (opt_defs[i].short_name && opt_defs[i].short_name != '?') {
                         shortopts[ns++] = (char)opt_defs[i].short_name;
                         if (has_arg)
                                 shortopts[ns++] = ':';
@@ -376,15 +376,20 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
         longopts[N_OPTS] = (struct option){0};
         shortopts[ns] = '\0';
 
+        /* "-?" is help, as in PostgreSQL's tools; getopt would report it as unknown. */
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+                if (strcmp(argv[i], "-?") == 0) {
+                        conf.show_help = true;
+                        *ret_conf = conf;
+                        return 0;
+                }
+        }
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, shortopts, longopts, &idx)) != -1) {
                 const struct opt_def *o = NULL;
 
-                if (c == '?' && optopt == 0 && argv[optind - 1] &&
-                    strcmp(argv[optind - 1], "-?") == 0)
-                        c = '?';
-                else if (c == '?') {
+                if (c == '?') {
                         if (optopt && optopt < 256)
                                 set_err(err, errlen, "unknown option -%c; try --help", optopt);
                         else

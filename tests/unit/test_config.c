@@ -87,6 +87,28 @@ static void test_refusals(void)
         CHECK_INT(PARSE(&c, err, "-d"), -EINVAL);
 }
 
+/* Regression: --help was taken for an unknown option (getopt's '?'). */
+static void test_help(void)
+{
+        struct relay_config c;
+        char err[512];
+
+        CHECK_INT(PARSE(&c, err, "--help"), 0);
+        CHECK(c.show_help);
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "-?"), 0);
+        CHECK(c.show_help);
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "-V"), 0);
+        CHECK(c.show_version);
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "--version"), 0);
+        CHECK(c.show_version);
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "-x"), -EINVAL);
+        CHECK(strstr(err, "-x") != NULL);
+}
+
 static void test_table_names(void)
 {
         struct table_name t;
@@ -112,5 +134,6 @@ int main(void)
         test_options();
         test_refusals();
         test_table_names();
+        test_help();
         return check_summary();
 }
