@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Command line entry points of the harness (run with PYTHONPATH=tests):
+
+  /usr/bin/python3 -m harness fetch-kafka   download the Kafka jars into the cache
+  /usr/bin/python3 -m harness quickstart    the README's quickstart (tests/quickstart.sh)
+  /usr/bin/python3 -m harness up            start PostgreSQL and Kafka, print how to
+                                            reach them, stop both on Ctrl-C
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+from . import (EXIT_OK, SCHEMA_SQL, Environment, TopicReader, ensure_jars, format_lsn,
+               relay_bin)
+
+ORDER_103_SQL = """\
+INSERT INTO outbox (work_id, kind, payload)
+VALUES ('order-103-ack', 'order_received',
+        '{"order_id":103,"customer_id":1,"total":"29.00",
+          "message":"Order received; payment still pending"}')"""
+
+
+def say(msg=""):
+    print(msg, flush=True)
+
+
+def cmd_fetch_kafka(args):
+    say(ensure_jars(quiet=not args.verbose))
+    return 0
+
+
+def cmd_quickstart(args):
+    binary = relay_bin()
+    t0 = time.monotonic()
+    say("==> starting a throwaway PostgreSQL 15 (wal2json) and Kafka broker")
+    with Environment(keep=args.keep) as env:
+        pg, kafka = env.pg, env.kafka
+        say("    postgres: %s" % pg.dsn)
+        say("    kafka:    %s" % kafka.bootstrap)
+        say("    logs:     %s" % env.base_dir)
+
+        say("==> creating the outbox table (%s)" % os.path.relpath(SCHEMA_SQL))
+        pg.psql(file=SCHEMA_SQL)
+
+        relay_args = ["-d", pg.dsn, "-b", kafka.bootstrap, "--create-slot", "-s", "1"]
+        say("==> running: %s %s" % (os.path.relpath(binary), " ".join(
+            "'%s'" % a if " " in a else a for a in relay_args)))
+        relay = env.relay(relay_args, name="relay")
+        relay.wait_ready(pg, "outbox_relay", timeout=30)
+
+        say("==> inserting order 103's acknowledgement:")
+        say("    " + ORDER_103_SQL.replace("\n", "\n    ") + ";")
+        pg.query(ORDER_103_SQL)
+
+        say("==> reading topic outbox.order_received")
+        with TopicReader(kafka.bootstrap, ["outbox.order_received"]) as reader:
+            if not reader.read_until(lambda recs: len(recs) >= 1, 60):
+                say("no record arrived within 60 s; relay log:\n" + relay.log)
+                return 1
+            rec = reader.records[0]
+        say("    topic:     %s (partition %d, offset %d)" % (rec.topic, rec.partition, rec.offset))
+        say("    timestamp: %d" % rec.timestamp)
+        say("    key:       %s" % rec.key_text)
+        say("    headers:")
+        for name, value in rec.headers:
+            say("      %-15s %s" % (name + ":", value.decode("utf-8", "replace")))
+        say("    value:     %s" % rec.value_text)
+
+        say("==> stopping the relay with SIGTERM")
+        rc = relay.stop(signal.SIGTERM, timeout=30)
+        say("    exit code %d; its log:" % rc)
+        for line in relay.log.splitlines()[1:]:
+            say("      " + line)
+        say("    slot outbox_relay: confirmed_flush_lsn %s, record's ce_pglsn %s"
+            % (format_lsn(pg.confirmed_flush_lsn("outbox_relay")), rec.header("ce_pglsn")))
+        say("==> tearing down (%.1f s in all)" % (time.monotonic() - t0))
+        return 0 if rc == EXIT_OK else 1
+
+
+def cmd_up(args):
+    with Environment(keep=args.keep) as env:
+        env.pg.psql(file=SCHEMA_SQL)
+        say("postgres:  %s" % env.pg.dsn)
+        say("kafka:     %s" % env.kafka.bootstrap)
+        say("temp dir:  %s" % env.base_dir)
+        say("outbox table created in database postgres; Ctrl-C stops everything")
+        try:
+            while env.pg.running and env.kafka.running:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m harness")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache")
+    f.add_argument("-v", "--verbose", action="store_true")
+    f.set_defaults(func=cmd_fetch_kafka)
+    q = sub.add_parser("quickstart", help="publish order 103 through a throwaway setup")
+    q.add_argument("--keep", action="store_true", help="keep the temp dir with the logs")
+    q.set_defaults(func=cmd_quickstart)
+    u = sub.add_parser("up", help="run PostgreSQL and Kafka until Ctrl-C")
+    u.add_argument("--keep", action="store_true")
+    u.set_defaults(func=cmd_up)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

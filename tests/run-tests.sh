@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Build outbox-relay and run every test: the unit suite and the integration
+# suite (real PostgreSQL 15 + wal2json and a real Kafka broker, both started by
+# tests/harness). This is the README's test command and what .ci/run calls.
+#
+#   tests/run-tests.sh [extra meson test arguments, e.g. --suite unit]
+#
+# Installs missing Debian packages (root or sudo needed then), fetches the
+# Kafka jars into ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/ once, configures
+# build/ with -Dwerror=true, compiles, runs `meson test`, and exits non-zero
+# if any test failed or the integration suite did not run and pass. The last
+# line printed is "N passed, N failed".
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+py=/usr/bin/python3     # Debian's python: the one that sees the python3-* packages below
+build=${OUTBOX_RELAY_BUILD_DIR:-build}
+
+log() { printf '==> %s\n' "$*"; }
+
+packages=(
+        gcc libc6-dev pkg-config meson ninja-build
+        libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev
+        postgresql-15 postgresql-15-wal2json kafkacat
+        python3 python3-pytest python3-psycopg2 python3-confluent-kafka
+)
+command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
+if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-$HOME/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
+        packages+=(maven)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+        status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+        [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        sudo=()
+        if [ "$(id -u)" -ne 0 ]; then
+                command -v sudo >/dev/null 2>&1 || {
+                        echo "run-tests: need root (or sudo) to install: ${missing[*]}" >&2
+                        exit 1
+                }
+                sudo=(sudo)
+        fi
+        export DEBIAN_FRONTEND=noninteractive
+        "${sudo[@]}" apt-get update -q </dev/null
+        "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+fi
+
+log "fetching the Kafka broker jars (cached after the first run)"
+PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-kafka </dev/null
+
+if [ -f "$build/build.ninja" ]; then
+        log "reconfiguring $build/"
+        meson setup --reconfigure "$build" -Dwerror=true
+else
+        log "configuring $build/"
+        meson setup "$build" -Dwerror=true
+fi
+log "compiling"
+meson compile -C "$build"
+
+log "running meson test"
+rm -f "$build/meson-logs/testlog.json" "$build/tests/integration/integration-junit.xml"
+set +e
+meson test -C "$build" --print-errorlogs "$@" </dev/null
+meson_rc=$?
+set -e
+
+# Summarize from meson's machine-readable log: one line per meson test, plus
+# the individual pytest cases of the integration suite from its JUnit file.
+set +e
+"$py" - "$build" "$meson_rc" "$*" <<'EOF'
+import json, os, sys
+import xml.etree.ElementTree as ET
+
+build, meson_rc, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+passed = failed = skipped = 0
+integration = None
+problems = []
+results = []
+try:
+    with open(os.path.join(build, "meson-logs", "testlog.json"), errors="replace") as f:
+        for line in f:
+            line = line.strip().strip("\0")
+            if not line:
+                continue
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                # two meson test runs sharing one build dir garble this file
+                problems.append("unreadable line in testlog.json: %r" % line[:60])
+except OSError as e:
+    problems.append("no meson test log: %s" % e)
+
+for r in results:
+    name, result = r.get("name", "?"), r.get("result", "?")
+    suites = r.get("suite") or []
+    is_integration = name.split("/")[-1].strip() == "integration" or any(
+        s.endswith(":integration") or s == "integration" for s in suites)
+    if is_integration:
+        integration = result
+        continue
+    if result in ("OK", "EXPECTEDFAIL"):
+        passed += 1
+    elif result == "SKIP":
+        skipped += 1
+    else:
+        failed += 1
+        problems.append("meson test %s: %s" % (name, result))
+
+junit = os.path.join(build, "tests", "integration", "integration-junit.xml")
+if integration is not None:
+    cases = 0
+    if os.path.exists(junit):
+        for tc in ET.parse(junit).getroot().iter("testcase"):
+            cases += 1
+            if tc.find("failure") is not None or tc.find("error") is not None:
+                failed += 1
+            elif tc.find("skipped") is not None:
+                skipped += 1
+            else:
+                passed += 1
+    if integration != "OK":
+        problems.append("integration suite: %s" % integration)
+        if cases == 0:
+            failed += 1
+    elif cases == 0:
+        problems.append("integration suite passed but ran no test case")
+        failed += 1
+elif "--suite" not in extra and "--no-suite" not in extra:
+    problems.append("the integration suite did not run")
+    failed += 1
+
+if meson_rc != 0 and not problems:
+    problems.append("meson test exited %d" % meson_rc)
+if passed + failed == 0:
+    problems.append("no test ran")
+for p in problems:
+    print("run-tests: " + p)
+for line in open(os.path.join(build, "meson-logs", "testlog.txt"), errors="replace") \
+        if os.path.exists(os.path.join(build, "meson-logs", "testlog.txt")) else []:
+    if line.startswith("METRIC "):
+        print(line.rstrip())
+print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
+sys.exit(1 if problems or failed else 0)
+EOF
+rc=$?
+exit $rc
