@@ -2,6 +2,8 @@
 """Command line and preflight checks: cheap runs of the relay that must end on
 their own with the documented exit code (0 help, 2 usage, 3 environment)."""
 
+import os
+
 import harness
 import pytest
 from harness import EXIT_ENV, EXIT_OK, EXIT_USAGE, run_relay
@@ -18,12 +20,22 @@ def test_help_exits_0():
     ["-d", "host=127.0.0.1", "--no-such-option"],
     ["-d", "host=127.0.0.1", "-s", "not-a-number"],
     ["-d", "host=127.0.0.1", "extra-positional-argument"],
-    [],                                     # -d CONNINFO is required
-], ids=["unknown-option", "unknown-option-after-d", "bad-status-interval", "positional",
-        "no-conninfo"])
+], ids=["unknown-option", "unknown-option-after-d", "bad-status-interval", "positional"])
 def test_usage_errors_exit_2(argv):
     rc, out = run_relay(argv, timeout=10)
     assert rc == EXIT_USAGE, "argv %r: exit %s\n%s" % (argv, rc, out)
+
+
+def test_conninfo_from_pg_environment(case):
+    """Without -d, libpq's PG* variables say where the database is (the
+    relay's help promises it); proven by reaching the slot check."""
+    args = case.relay_args(create_slot=False)
+    del args[0:2]
+    env = dict(os.environ, PGHOST=case.pg.host, PGPORT=str(case.pg.port), PGUSER=case.pg.user,
+               PGDATABASE=case.dbname)
+    rc, out = run_relay(args, timeout=30, env=env)
+    assert rc == EXIT_ENV, out
+    assert "--create-slot" in out, out
 
 
 def test_missing_slot_without_create_slot_exits_3(case):
