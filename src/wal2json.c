@@ -8,12 +8,34 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lsn.h"
 
+/*
+ * cJSON allocates every node and string with malloc, which dominated the
+ * relay's profile. While w2j_decode() parses, allocations come from the
+ * decoder's arena instead, and the whole tree is dropped at once by
+ * resetting it. Every block carries a 16-byte tag so that the free hook
+ * tells arena blocks (ignored) from ordinary ones (freed), and cJSON used
+ * elsewhere in the process keeps working.
+ */
+#define ARENA_TAG 16
+#define ARENA_MAGIC UINT64_C(0x77326a6172656e61)   /* "w2jarena" */
+#define HEAP_MAGIC UINT64_C(0x77326a6865617021)    /* "w2jheap!" */
+#define ARENA_CHUNK ((size_t)64 * 1024)
+#define ARENA_KEEP ((size_t)4 * 1024 * 1024)       /* shrink back to one chunk above this */
+
+struct arena_chunk {
+        struct arena_chunk *next;
+        size_t used, cap;
+        max_align_t data[];
+};
+
 struct w2j_decoder {
+        struct arena_chunk *chunks;  /* newest first */
         char *buf;               /* the line with bare numbers quoted */
         size_t cap;
         cJSON *root;
@@ -22,16 +44,102 @@ struct w2j_decoder {
         unsigned char *numflags; /* per column: value was a bare number */
 };
 
+static _Thread_local struct w2j_decoder *arena_owner;
+
+static struct arena_chunk *chunk_new(size_t cap, struct arena_chunk *next)
+{
+        struct arena_chunk *c = malloc(sizeof(*c) + cap);
+
+        if (c) {
+                c->next = next;
+                c->used = 0;
+                c->cap = cap;
+        }
+        return c;
+}
+
+static void *hook_malloc(size_t size)
+{
+        struct w2j_decoder *d = arena_owner;
+        size_t need = ARENA_TAG + ((size + 15) & ~(size_t)15);
+        struct arena_chunk *c;
+        char *p;
+
+        if (!d) {
+                p = malloc(ARENA_TAG + size);
+                if (!p)
+                        return NULL;
+                *(uint64_t *)p = HEAP_MAGIC;
+                return p + ARENA_TAG;
+        }
+        c = d->chunks;
+        if (!c || c->cap - c->used < need) {
+                size_t cap = ARENA_CHUNK;
+
+                while (cap < need)
+                        cap *= 2;
+                c = chunk_new(cap, d->chunks);
+                if (!c)
+                        return NULL;
+                d->chunks = c;
+        }
+        p = (char *)c->data + c->used;
+        c->used += need;
+        *(uint64_t *)p = ARENA_MAGIC;
+        return p + ARENA_TAG;
+}
+
+static void hook_free(void *ptr)
+{
+        char *p;
+
+        if (!ptr)
+                return;
+        p = (char *)ptr - ARENA_TAG;
+        if (*(uint64_t *)p == HEAP_MAGIC)
+                free(p);
+        /* Arena blocks go with arena_reset(). */
+}
+
+/* Drop everything the last parse allocated; keep one chunk big enough for the next. */
+static void arena_reset(struct w2j_decoder *d)
+{
+        size_t total = 0;
+        struct arena_chunk *c, *next;
+
+        if (!d->chunks)
+                return;
+        if (!d->chunks->next && d->chunks->cap <= ARENA_KEEP) {
+                d->chunks->used = 0;
+                return;
+        }
+        for (c = d->chunks; c; c = next) {
+                next = c->next;
+                total += c->cap;
+                free(c);
+        }
+        d->chunks = chunk_new(total > ARENA_KEEP ? ARENA_CHUNK : total, NULL);
+}
+
 struct w2j_decoder *w2j_decoder_new(void)
 {
+        static cJSON_Hooks hooks = {hook_malloc, hook_free};
+
+        /* Idempotent and process-wide; blocks allocated before keep working (tags). */
+        cJSON_InitHooks(&hooks);
         return calloc(1, sizeof(struct w2j_decoder));
 }
 
 struct w2j_decoder *w2j_decoder_free(struct w2j_decoder *d)
 {
+        struct arena_chunk *c, *next;
+
         if (!d)
                 return NULL;
-        cJSON_Delete(d->root);
+        for (c = d->chunks; c; c = next) {
+                next = c->next;
+                free(c);
+        }
         free(d->buf);
         free(d->cols);
         free(d);
@@ -250,12 +358,14 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
 
         if (len > W2J_MAX_LINE)
                 return -E2BIG;
-        cJSON_Delete(d->root);
         d->root = NULL;
+        arena_reset(d);
         r = quote_numbers(d, line, len);
         if (r < 0)
                 return r;
+        arena_owner = d;
         d->root = cJSON_ParseWithLengthOpts(d->buf, (size_t)r, &parse_end, false);
+        arena_owner = NULL;
         if (!d->root)
                 return -EBADMSG;
         /* Only whitespace may follow the object. */
