@@ -14,6 +14,7 @@
 struct ledger_txn {
         uint64_t end_lsn;
         uint64_t outstanding;
+        int64_t stamp;
         bool committed;
 };
 
@@ -107,7 +108,7 @@ static void advance(struct ledger *l)
         adopt_keepalive(l);
 }
 
-int ledger_begin(struct ledger *l, uint64_t end_lsn)
+int ledger_begin(struct ledger *l, uint64_t end_lsn, int64_t stamp)
 {
         struct ledger_txn *t;
 
@@ -126,6 +127,7 @@ int ledger_begin(struct ledger *l, uint64_t end_lsn)
         t = entry(l, l->tail_seq++);
         t->end_lsn = end_lsn;
         t->outstanding = 0;
+        t->stamp = stamp;
         t->committed = false;
         return 0;
 }
@@ -215,6 +217,14 @@ void ledger_keepalive(struct ledger *l, uint64_t wal_end)
         /* Everything read so far, the open transaction included, must drain first. */
         l->keepalive_seq = l->tail_seq;
         adopt_keepalive(l);
+}
+
+int ledger_oldest_stamp(const struct ledger *l, int64_t *ret_stamp)
+{
+        if (l->head_seq == l->tail_seq)
+                return -ENOENT;
+        *ret_stamp = entry(l, l->head_seq)->stamp;
+        return 0;
 }
 
 uint64_t ledger_flush_lsn(const struct ledger *l)

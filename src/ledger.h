@@ -45,11 +45,19 @@ struct ledger *ledger_free(struct ledger *l);
 
 /*
  * ledger_begin() - a transaction whose end LSN is @end_lsn starts (wal2json
- * "B" line). Returns 0, -EBUSY if a transaction is already open (the stream
- * is malformed), -ERANGE if @end_lsn is not past the previous transaction's
- * end LSN, or -ENOMEM.
+ * "B" line). @stamp is kept with it for ledger_oldest_stamp() (the relay
+ * passes the commit time in µs). Returns 0, -EBUSY if a transaction is
+ * already open (the stream is malformed), -ERANGE if @end_lsn is not past the
+ * previous transaction's end LSN, or -ENOMEM.
  */
-int ledger_begin(struct ledger *l, uint64_t end_lsn);
+int ledger_begin(struct ledger *l, uint64_t end_lsn, int64_t stamp);
+
+/*
+ * ledger_oldest_stamp() - the @stamp of the oldest transaction not yet
+ * confirmable (open, or with unacknowledged messages). Returns 0 and sets
+ * *ret_stamp, or -ENOENT when there is none.
+ */
+int ledger_oldest_stamp(const struct ledger *l, int64_t *ret_stamp);
 
 /*
  * ledger_add_message() - the open transaction gets one more message to be

@@ -78,7 +78,6 @@ struct relay {
         uint32_t xid;
         uint64_t end_lsn;
         int64_t commit_time_us;
-        int64_t begin_seen_ms;     /* when its B line arrived, for the oldest-unpublished age */
         char lsn_text[LSN_STRLEN];
         char xid_text[16];
         char time_text[64];
@@ -192,6 +191,7 @@ static bool backpressured(const struct relay *r)
 
 static void publish_metrics(struct relay *r)
 {
+        int64_t oldest;
         struct metrics_snapshot s = {
                 .c = r->c,
                 .flush_lsn = ledger_flush_lsn(r->ledger),
@@ -200,11 +200,14 @@ static void publish_metrics(struct relay *r)
                 .outstanding = ledger_outstanding(r->ledger),
                 .inflight_bytes = r->inflight_bytes,
                 .streaming = r->pg != NULL && !r->failure,
-                .oldest_unacked_ms = ledger_outstanding(r->ledger) ? mono_ms() - r->begin_seen_ms : 0,
         };
 
-        if (r->metrics)
-                metrics_update(r->metrics, &s);
+        if (!r->metrics)
+                return;
+        /* Commit time of the oldest transaction read but not yet confirmable. */
+        if (ledger_oldest_stamp(r->ledger, &oldest) == 0 && wall_us() > oldest)
+                s.oldest_unacked_ms = (wall_us() - oldest) / 1000;
+        metrics_update(r->metrics, &s);
 }
 
 static int send_status(struct relay *r)
@@ -289,12 +292,15 @@ static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, cons
         h[nh++] = (struct producer_header){"outbox_relay_error_code", code, strlen(code)};
         h[nh++] = (struct producer_header){"outbox_relay_topic", topic ? topic : "",
                                            topic ? strlen(topic) : 0};
-        for (;;) {
+        /*
+         * May run inside a delivery report, where serving reports again is not
+         * allowed: on a full queue wait for librdkafka's own threads to send.
+         */
+        for (int tries = 0;; tries++) {
                 ret = producer_send(r->prod, r->conf->dead_letter_topic, key, key_len, value,
                                     value_len, timestamp_ms, h, nh, ticket, err, sizeof(err));
-                if (ret != -ENOBUFS || r->failure || *r->stop)
+                if (ret != -ENOBUFS || r->failure || *r->stop || tries >= 3000)
                         break;
-                producer_poll(r->prod);
                 poll(NULL, 0, 10);
         }
         if (ret < 0) {
@@ -304,6 +310,18 @@ static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, cons
         }
         r->c.dead_lettered++;
         return 0;
+}
+
+/* Bytes a message adds to the in-flight bound; subtracted on its delivery report. */
+static size_t message_bytes(const struct outbox_row *row)
+{
+        size_t n = 0;
+
+        if (row && row->key && !row->key->is_null)
+                n += row->key->len;
+        if (row && row->payload && !row->payload->is_null)
+                n += row->payload->len;
+        return n;
 }
 
 /* Delivery report. @locality: the main thread, from producer_poll(). */
@@ -414,6 +432,8 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                                 row && row->payload ? row->payload->len : 0, h, nh, code, reason,
                                 r->commit_time_us / 1000) < 0)
                         ledger_cancel_message(r->ledger, ticket);
+                else
+                        r->inflight_bytes += message_bytes(row);
                 return;
         }
         r->c.row_errors++;
@@ -495,7 +515,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 r->producer_broken = true;
                 return;
         }
-        r->inflight_bytes += row.key->len + row.payload->len;
+        r->inflight_bytes += message_bytes(&row);
         r->c.published++;
 }
 
@@ -510,7 +530,7 @@ static void begin_transaction(struct relay *r, const struct w2j_record *rec)
                           lsn_format(rec->next_lsn, a));
                 return;
         }
-        ret = ledger_begin(r->ledger, rec->next_lsn);
+        ret = ledger_begin(r->ledger, rec->next_lsn, rec->commit_time_us);
         if (ret < 0) {
                 fail(r, RELAY_EXIT_RETRY, "transaction %u ending at LSN %s begins %s: the stream is "
                      "malformed", rec->xid, lsn_format(rec->next_lsn, a),
@@ -520,8 +540,6 @@ static void begin_transaction(struct relay *r, const struct w2j_record *rec)
         r->xid = rec->xid;
         r->end_lsn = rec->next_lsn;
         r->commit_time_us = rec->commit_time_us;
-        if (ledger_outstanding(r->ledger) == 0)
-                r->begin_seen_ms = mono_ms();
         lsn_format(rec->next_lsn, r->lsn_text);
         snprintf(r->xid_text, sizeof(r->xid_text), "%u", rec->xid);
         format_rfc3339(rec->commit_time_us, r->time_text, sizeof(r->time_text));
@@ -710,13 +728,22 @@ static void stream(struct relay *r)
  */
 static void end_session(struct relay *r)
 {
-        int64_t deadline = mono_ms() + (r->failure ? 0 : r->conf->shutdown_timeout_ms);
+        /*
+         * On a requested stop wait up to --shutdown-timeout; after a row error
+         * a little, so earlier transactions still acked get confirmed and are
+         * not sent again; after a lost connection or broken producer not at all.
+         */
+        int64_t wait_ms = !r->failure ? r->conf->shutdown_timeout_ms :
+                          r->failure == RELAY_EXIT_DATA && !r->producer_broken ?
+                          (r->conf->shutdown_timeout_ms < 5000 ? r->conf->shutdown_timeout_ms : 5000) : 0;
+        int64_t deadline = mono_ms() + wait_ms;
+        int failure = r->failure;
         char err[ERRLEN];
 
         if (!r->failure)
                 log_info("stopping: waiting up to %" PRId64 " ms for %" PRIu64 " outstanding "
-                         "acknowledgements", r->conf->shutdown_timeout_ms, ledger_outstanding(r->ledger));
-        while (!r->failure && ledger_outstanding(r->ledger) > 0 && mono_ms() < deadline) {
+                         "acknowledgements", wait_ms, ledger_outstanding(r->ledger));
+        while (ledger_outstanding(r->ledger) > 0 && mono_ms() < deadline && r->failure == failure) {
                 int64_t left = deadline - mono_ms();
                 int t = next_timeout(r);
 

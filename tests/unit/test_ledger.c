@@ -12,7 +12,7 @@ static void test_in_order(void)
         ledger_ticket a, b;
 
         CHECK_INT(ledger_flush_lsn(l), 100);
-        CHECK_INT(ledger_begin(l, 200), 0);
+        CHECK_INT(ledger_begin(l, 200, 0), 0);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_add_message(l, &b), 0);
         CHECK_INT(ledger_commit(l, 200), 0);
@@ -33,7 +33,7 @@ static void test_out_of_order_across_partitions(void)
         ledger_ticket t[3][2];
 
         for (int i = 0; i < 3; i++) {
-                CHECK_INT(ledger_begin(l, 1000 * (uint64_t)(i + 1)), 0);
+                CHECK_INT(ledger_begin(l, 1000 * (uint64_t)(i + 1), 0), 0);
                 CHECK_INT(ledger_add_message(l, &t[i][0]), 0);
                 CHECK_INT(ledger_add_message(l, &t[i][1]), 0);
                 CHECK_INT(ledger_commit(l, 1000 * (uint64_t)(i + 1)), 0);
@@ -58,7 +58,7 @@ static void test_open_transaction_holds(void)
         struct ledger *l = ledger_new(0);
         ledger_ticket a;
 
-        CHECK_INT(ledger_begin(l, 500), 0);
+        CHECK_INT(ledger_begin(l, 500, 0), 0);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_ack(l, a), 0);
         CHECK_INT(ledger_flush_lsn(l), 0);
@@ -73,14 +73,14 @@ static void test_empty_transactions(void)
         struct ledger *l = ledger_new(0);
         ledger_ticket a;
 
-        CHECK_INT(ledger_begin(l, 10), 0);
+        CHECK_INT(ledger_begin(l, 10, 0), 0);
         CHECK_INT(ledger_commit(l, 10), 0);
         CHECK_INT(ledger_flush_lsn(l), 10);
-        CHECK_INT(ledger_begin(l, 20), 0);
+        CHECK_INT(ledger_begin(l, 20, 0), 0);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_commit(l, 20), 0);
         for (uint64_t e = 30; e < 30 + 100000; e++) {
-                CHECK(ledger_begin(l, e) == 0 && ledger_commit(l, e) == 0);
+                CHECK(ledger_begin(l, e, 0) == 0 && ledger_commit(l, e) == 0);
         }
         CHECK_INT(ledger_transactions(l), 1);  /* folded: no growth */
         CHECK_INT(ledger_flush_lsn(l), 10);
@@ -97,13 +97,13 @@ static void test_keepalive(void)
 
         ledger_keepalive(l, 50);
         CHECK_INT(ledger_flush_lsn(l), 50);
-        CHECK_INT(ledger_begin(l, 100), 0);
+        CHECK_INT(ledger_begin(l, 100, 0), 0);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_commit(l, 100), 0);
         ledger_keepalive(l, 400);
         CHECK_INT(ledger_flush_lsn(l), 50);  /* a unacknowledged */
         /* A later transaction does not delay the earlier keepalive. */
-        CHECK_INT(ledger_begin(l, 500), 0);
+        CHECK_INT(ledger_begin(l, 500, 0), 0);
         CHECK_INT(ledger_add_message(l, &b), 0);
         CHECK_INT(ledger_ack(l, a), 0);
         CHECK_INT(ledger_flush_lsn(l), 400);
@@ -126,15 +126,39 @@ static void test_keepalive_fold(void)
         struct ledger *l = ledger_new(0);
         ledger_ticket a;
 
-        CHECK_INT(ledger_begin(l, 100), 0);
+        CHECK_INT(ledger_begin(l, 100, 0), 0);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_commit(l, 100), 0);
-        CHECK_INT(ledger_begin(l, 200), 0);
+        CHECK_INT(ledger_begin(l, 200, 0), 0);
         ledger_keepalive(l, 300);
         CHECK_INT(ledger_commit(l, 200), 0);
         CHECK_INT(ledger_flush_lsn(l), 0);
         CHECK_INT(ledger_ack(l, a), 0);
         CHECK_INT(ledger_flush_lsn(l), 300);
+        ledger_free(l);
+}
+
+/* The oldest stamp is that of the oldest transaction not yet confirmable. */
+static void test_oldest_stamp(void)
+{
+        struct ledger *l = ledger_new(0);
+        ledger_ticket a, b;
+        int64_t st = 0;
+
+        CHECK_INT(ledger_oldest_stamp(l, &st), -ENOENT);
+        CHECK_INT(ledger_begin(l, 100, 1111), 0);
+        CHECK_INT(ledger_add_message(l, &a), 0);
+        CHECK_INT(ledger_commit(l, 100), 0);
+        CHECK_INT(ledger_begin(l, 200, 2222), 0);
+        CHECK_INT(ledger_add_message(l, &b), 0);
+        CHECK_INT(ledger_commit(l, 200), 0);
+        CHECK_INT(ledger_oldest_stamp(l, &st), 0);
+        CHECK_INT(st, 1111);
+        CHECK_INT(ledger_ack(l, a), 0);
+        CHECK_INT(ledger_oldest_stamp(l, &st), 0);
+        CHECK_INT(st, 2222);
+        CHECK_INT(ledger_ack(l, b), 0);
+        CHECK_INT(ledger_oldest_stamp(l, &st), -ENOENT);
         ledger_free(l);
 }
 
@@ -145,9 +169,9 @@ static void test_protocol_errors(void)
 
         CHECK_INT(ledger_add_message(l, &a), -EPROTO);
         CHECK_INT(ledger_commit(l, 200), -EPROTO);
-        CHECK_INT(ledger_begin(l, 100), -ERANGE);
-        CHECK_INT(ledger_begin(l, 200), 0);
-        CHECK_INT(ledger_begin(l, 300), -EBUSY);
+        CHECK_INT(ledger_begin(l, 100, 0), -ERANGE);
+        CHECK_INT(ledger_begin(l, 200, 0), 0);
+        CHECK_INT(ledger_begin(l, 300, 0), -EBUSY);
         CHECK_INT(ledger_commit(l, 250), -ERANGE);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_cancel_message(l, a), 0);
@@ -161,13 +185,13 @@ static void test_reset(void)
         struct ledger *l = ledger_new(0);
         ledger_ticket a, b;
 
-        CHECK_INT(ledger_begin(l, 100), 0);
+        CHECK_INT(ledger_begin(l, 100, 0), 0);
         CHECK_INT(ledger_add_message(l, &a), 0);
         CHECK_INT(ledger_commit(l, 100), 0);
         ledger_reset(l);
         CHECK_INT(ledger_ack(l, a), -ENOENT);  /* ticket of the discarded producer */
         CHECK_INT(ledger_flush_lsn(l), 0);
-        CHECK_INT(ledger_begin(l, 100), 0);
+        CHECK_INT(ledger_begin(l, 100, 0), 0);
         CHECK_INT(ledger_add_message(l, &b), 0);
         CHECK_INT(ledger_commit(l, 100), 0);
         CHECK_INT(ledger_ack(l, b), 0);
@@ -187,7 +211,7 @@ static void test_random(void)
 
         srand(42);
         for (int i = 0; i < N; i++) {
-                ledger_begin(l, (uint64_t)(i + 1) * 10);
+                ledger_begin(l, (uint64_t)(i + 1) * 10, 0);
                 for (int j = 0; j < M; j++)
                         ledger_add_message(l, &t[i * M + j]);
                 left[i] = M;
@@ -230,6 +254,7 @@ int main(void)
         test_keepalive();
         test_keepalive_fold();
         test_protocol_errors();
+        test_oldest_stamp();
         test_reset();
         test_random();
         return check_summary();
