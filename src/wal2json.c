@@ -201,11 +201,17 @@ static size_t number_token(const char *p, const char *end)
  * \u0000 escape, at which cJSON would cut the string.
  * Returns the length of the rewritten text or a negative errno.
  */
+/* Bytes that end a run of plain string content: controls, '"', '\\', 0xff. */
+static const unsigned char string_stop[256] = {
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  /* 0x00-0x0f */
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  /* 0x10-0x1f */
+        ['"'] = 1, ['\\'] = 1, [0xff] = 1,
+};
+
 static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
 {
         const char *p = line, *end = line + len;
         size_t need, o = 0;
-        bool in_str = false;
 
         /* Worst case: "1,1,1" grows by 3 bytes per 2 input bytes. */
         need = len * 2 + 16;
@@ -220,29 +226,31 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
         while (p < end) {
                 char c = *p;
 
-                if (in_str) {
-                        if (c == '\\') {
-                                if (p + 1 >= end)
-                                        return -EBADMSG;
+                if (c == '"') {
+                        /* A string: copy plain runs in bulk, check what stops them. */
+                        d->buf[o++] = *p++;
+                        for (;;) {
+                                const char *q = p;
+
+                                while (q < end && !string_stop[(unsigned char)*q])
+                                        q++;
+                                memcpy(d->buf + o, p, (size_t)(q - p));
+                                o += (size_t)(q - p);
+                                p = q;
+                                if (p >= end)
+                                        return -EBADMSG;  /* unterminated */
+                                if (*p == '"') {
+                                        d->buf[o++] = *p++;
+                                        break;
+                                }
+                                if (*p != '\\' || p + 1 >= end)
+                                        return -EBADMSG;  /* raw control character or 0xff */
                                 if (p[1] == 'u' && end - p >= 6 && memcmp(p + 2, "0000", 4) == 0)
                                         return -EBADMSG;
-                                d->buf[o++] = c;
+                                d->buf[o++] = p[0];
                                 d->buf[o++] = p[1];
                                 p += 2;
-                                continue;
                         }
-                        if (c == '"')
-                                in_str = false;
-                        else if ((unsigned char)c < 0x20 || (unsigned char)c == 0xff)
-                                return -EBADMSG;
-                        d->buf[o++] = c;
-                        p++;
-                        continue;
-                }
-                if (c == '"') {
-                        in_str = true;
-                        d->buf[o++] = c;
-                        p++;
                         continue;
                 }
                 if (c == '-' || is_digit(c) || c == 'N' || c == 'I') {
@@ -263,8 +271,6 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
                 d->buf[o++] = c;
                 p++;
         }
-        if (in_str)
-                return -EBADMSG;
         d->buf[o] = '\0';
         return (int)o;
 }
