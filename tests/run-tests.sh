@@ -28,7 +28,7 @@ packages=(
         python3 python3-pytest python3-psycopg2 python3-confluent-kafka
 )
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
-if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-$HOME/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
+if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
         packages+=(maven)
 fi
 
