@@ -43,6 +43,9 @@
 #define SLOT_BUSY_MAX_MS 2000     /* warm standby: how often to look at a slot held by another relay */
 #define RECONNECT_DRAIN_MS 5000   /* wait this long for acks before discarding the producer */
 #define BROKER_CHECK_MS 10000
+#define STOPPING_BURST 5          /* reply requests this close together: the server is shutting down */
+#define STOPPING_GAP_MS 200
+#define STOPPING_GRACE_MS 2000    /* then let acks drain this long before ending the stream */
 #define MAX_HEADERS 16
 
 enum { SESSION_ENDED, SESSION_SLOT_BUSY };
@@ -66,6 +69,9 @@ struct relay {
         int64_t status_interval_ms;
         int64_t last_status_ms;
         bool reply_pending;
+        int64_t last_reply_req_ms; /* when the server last asked for a reply */
+        int reply_burst;           /* reply requests in a row, each within STOPPING_GAP_MS */
+        int64_t server_stopping_ms; /* when a shutdown of the server was noticed, or 0 */
         uint64_t write_lsn;        /* highest XLogData start received */
         uint64_t server_lsn;       /* highest WAL end the server reported */
         uint64_t sent_flush_lsn;   /* flush LSN of the last status update */
@@ -614,6 +620,30 @@ static void handle_line(struct relay *r, const struct replmsg *m)
 }
 
 /*
+ * A walsender that is shutting down (WalSndDone() in walsender.c) asks for a
+ * reply again as soon as it gets one, until the reported flush LSN equals
+ * what it sent. In normal streaming it asks at most every half
+ * wal_sender_timeout. A burst of requests therefore means a shutdown that
+ * waits for the relay: it gets STOPPING_GRACE_MS for acks to drain, then the
+ * relay ends the stream (see stream()) rather than hold the shutdown up.
+ */
+static void note_reply_request(struct relay *r, uint64_t wal_end)
+{
+        int64_t now = mono_ms();
+        char a[LSN_STRLEN];
+
+        r->reply_burst = now - r->last_reply_req_ms < STOPPING_GAP_MS ? r->reply_burst + 1 : 1;
+        r->last_reply_req_ms = now;
+        r->reply_pending = true;
+        if (r->reply_burst >= STOPPING_BURST && !r->server_stopping_ms) {
+                r->server_stopping_ms = now;
+                log_info("the server is shutting down and waits for confirmation of LSN %s (%" PRIu64
+                         " messages unacknowledged)", lsn_format(wal_end, a),
+                         ledger_outstanding(r->ledger));
+        }
+}
+
+/*
  * Read what the server sent, within the in-flight bounds. @draining: the
  * relay is stopping; lines are dropped unread (never confirmed) and only
  * reply requests are served. Returns 1 if more may be buffered, 0 if not,
@@ -653,7 +683,7 @@ static int read_stream(struct relay *r, bool draining)
                         if (!draining)
                                 ledger_keepalive(r->ledger, m.wal_end);
                         if (m.reply_requested)
-                                r->reply_pending = true;
+                                note_reply_request(r, m.wal_end);
                         continue;
                 }
                 if (draining)
@@ -707,11 +737,23 @@ static int next_timeout(const struct relay *r)
 
 static void stream(struct relay *r)
 {
+        r->server_stopping_ms = 0;
+        r->reply_burst = 0;
         while (!r->failure && !*r->stop) {
                 int more = read_stream(r, false);
 
                 if (more < 0)
                         break;
+                if (r->server_stopping_ms && mono_ms() - r->server_stopping_ms > STOPPING_GRACE_MS &&
+                    ledger_flush_lsn(r->ledger) < r->server_lsn) {
+                        char a[LSN_STRLEN];
+
+                        fail(r, RELAY_EXIT_RETRY, "the server is shutting down and %" PRIu64 " messages "
+                             "are still unacknowledged: ending the stream at confirmed LSN %s so the "
+                             "shutdown is not held up; they will be sent again after reconnecting",
+                             ledger_outstanding(r->ledger), lsn_format(ledger_flush_lsn(r->ledger), a));
+                        break;
+                }
                 producer_poll(r->prod);
                 if (maybe_send_status(r) < 0)
                         break;
