@@ -1,0 +1,414 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The four contestants and how each is run on a workload:
+
+  decode    "limit, decode": pg_recvlogical with the relay's wal2json options,
+            writing to /dev/null (backlog) or to a pipe the benchmark reads
+            (steady state): what the server decodes and sends on one slot.
+  broker    "limit, broker": tests/bench/bare_producer, a bare librdkafka
+            producer with the relay's producer settings, writing the same
+            number of same-sized records to the same broker.
+  relay     outbox-relay with its defaults (and -s 1, see README.md).
+  debezium  Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
+            Connect standalone worker.
+
+Each run returns a Result. Timing starts when the contestant's process is
+spawned, so start-up cost is part of every figure.
+"""
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import debezium
+import measure
+import workload
+from harness import procs
+
+WAL2JSON_OPTIONS = [  # the options outbox-relay passes (src/relay.c start_stream())
+    ("format-version", "2"), ("include-transaction", "true"), ("include-lsn", "true"),
+    ("include-xids", "true"), ("include-timestamp", "true"), ("include-type-oids", "false"),
+    ("add-tables", "public.outbox"),
+]
+
+
+class Result(dict):
+    """Figures of one contestant on one workload (a dict, for --json)."""
+
+
+class Child:
+    """A contestant's process: spawned through the harness (own session,
+    PDEATHSIG, stopped on exit), its CPU and RSS sampled from /proc."""
+
+    def __init__(self, argv, log_path, stdout=None, env=None):
+        self.argv = argv
+        self.log_path = log_path
+        with open(log_path, "ab") as f:
+            f.write(("=== %s\n" % " ".join(argv)).encode())
+        self.t0 = time.monotonic()
+        if stdout is None:
+            self.proc = procs.spawn(argv, log_path=log_path, env=env)
+        else:
+            log = open(log_path, "ab", buffering=0)
+            try:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout,
+                                             stderr=log, env=env, start_new_session=True,
+                                             preexec_fn=procs._child_setup)
+            finally:
+                log.close()
+        procs.register(self)
+        self.stats = measure.ProcStats(self.proc.pid)
+        self.rusage = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait_exit(self, timeout):
+        """Wait for the process to exit by itself; returns (exit code, seconds
+        since spawn) and keeps its rusage (exact CPU and peak RSS). On timeout
+        returns (None, None) with the process still running."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, ru = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                t = time.monotonic() - self.t0
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                self.rusage = ru
+                self.stats.stop()
+                procs.unregister(self)
+                return self.proc.returncode, t
+            if time.monotonic() > deadline:
+                return None, None
+            time.sleep(0.01)
+
+    @property
+    def cpu_s(self):
+        if self.rusage is not None:
+            return self.rusage.ru_utime + self.rusage.ru_stime
+        return self.stats.cpu_s
+
+    @property
+    def rss_kb(self):
+        if self.rusage is not None:
+            return max(self.rusage.ru_maxrss, self.stats.rss_kb)
+        return self.stats.rss_kb
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """Send sig, wait (SIGKILL past timeout); returns the exit code."""
+        if self.rusage is not None:
+            return self.proc.returncode
+        self.stats.sample()
+        self.stats.stop()
+        rc, _ = procs.terminate(self.proc, sig, timeout)
+        procs.unregister(self)
+        return rc
+
+    def _emergency_stop(self):
+        if self.proc.poll() is None:
+            procs.terminate(self.proc, signal.SIGKILL, 10)
+
+    def log_tail(self, n=3000):
+        return procs.tail(self.log_path, n)
+
+
+class Walsender:
+    """CPU of the walsender serving a slot, sampled from /proc (PostgreSQL
+    runs it; it is the server-side cost of the contestant's slot)."""
+
+    def __init__(self, pg, slot):
+        self.pg, self.slot = pg, slot
+        self.stats = None
+        self.active_at = None   # time.monotonic() when the slot was first seen active
+
+    def poll(self):
+        if self.stats is None:
+            pid = workload.walsender_pid(self.pg, self.slot)
+            if pid:
+                self.active_at = time.monotonic()
+                self.stats = measure.ProcStats(pid, interval=0.05, children=False)
+
+    def cpu_s(self):
+        if self.stats is None:
+            return None
+        self.stats.sample()
+        return self.stats.cpu_s
+
+    def stop(self):
+        if self.stats is not None:
+            self.stats.stop()
+
+
+def _pg_time(text):
+    """PostgreSQL timestamptz text ('2026-11-30 04:15:36.123456+00') -> epoch seconds."""
+    if text.endswith("+00"):
+        text = text + ":00"
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def _rfc3339(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class Base:
+    key = label = plugin = None
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    @property
+    def slot(self):
+        return "bench_%s" % self.key
+
+    def topic(self, tag):
+        return "%s.%s.%s" % (self.ctx.run_id, tag, self.key)
+
+    def log(self, tag):
+        return os.path.join(self.ctx.workdir, "%s-%s.log" % (self.key, tag))
+
+    def prepare_backlog(self, tag):
+        """Before the rows are loaded: a fresh slot (and topic) for this contestant."""
+        if self.plugin:
+            workload.create_slot(self.ctx.pg, self.slot, self.plugin)
+        if self.key != "decode":
+            self.ctx.create_topic(self.topic(tag))
+
+    def cleanup(self):
+        if self.plugin:
+            workload.drop_slot(self.ctx.pg, self.slot)
+
+
+class Decode(Base):
+    key, label, plugin = "decode", "limit, decode", "wal2json"
+
+    def argv(self, output, endpos=None):
+        pg = self.ctx.pg
+        argv = [os.path.join(self.ctx.pg_bindir, "pg_recvlogical"),
+                "-d", pg.conninfo(workload.DBNAME), "-S", self.slot, "--start", "--no-loop",
+                "-f", output, "-F", "0", "-s", "%g" % self.ctx.status_interval]
+        if endpos is not None:
+            argv += ["-E", endpos]
+        for k, v in WAL2JSON_OPTIONS:
+            argv += ["-o", "%s=%s" % (k, v)]
+        return argv
+
+    def backlog(self, tag, rows, target):
+        from harness import format_lsn
+        ws = Walsender(self.ctx.pg, self.slot)
+        child = Child(self.argv("/dev/null", format_lsn(target)), self.log(tag))
+        done = threading.Event()
+
+        def watch_walsender():
+            while not done.is_set():
+                ws.poll()
+                if ws.stats is not None:
+                    return
+                time.sleep(0.02)
+        threading.Thread(target=watch_walsender, daemon=True).start()
+        rc, elapsed = child.wait_exit(self.ctx.timeout(rows))
+        done.set()
+        wcpu = ws.stats.cpu_s if ws.stats else None
+        ws.stop()
+        if rc is None:
+            child.stop()
+            return Result(ok=False, note="no exit within the timeout")
+        confirmed = workload.confirmed_lsn(self.ctx.pg, self.slot) or 0
+        ok = rc == 0
+        return Result(ok=ok, elapsed_s=elapsed, rows=rows, cpu_s=child.cpu_s, rss_kb=child.rss_kb,
+                      walsender_cpu_s=wcpu, confirmed_past_target=confirmed >= target,
+                      start_s=ws.active_at - child.t0 if ws.active_at else None,
+                      note="" if ok else "exit %s: %s" % (rc, child.log_tail(500)))
+
+    def steady(self, tag, rates, duration):
+        ctx = self.ctx
+        workload.create_slot(ctx.pg, self.slot, self.plugin)
+        child = Child(self.argv("-"), self.log(tag), stdout=subprocess.PIPE)
+        received = []       # (receipt time, commit time text) per transaction
+        rows = [0]
+
+        def reader():
+            begin_ts = None
+            for line in child.proc.stdout:
+                now = time.time()
+                if line.startswith(b'{"action":"B"'):
+                    begin_ts = json.loads(line).get("timestamp")
+                elif line.startswith(b'{"action":"I"'):
+                    rows[0] += 1
+                elif line.startswith(b'{"action":"C"'):
+                    ts = json.loads(line).get("timestamp") or begin_ts
+                    received.append((now, ts))
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        try:
+            ctx.wait_slot_active(self.slot, child)
+            return {rate: ctx.steady_run(child, self.slot, rate, duration, count=lambda: rows[0],
+                                         latencies=lambda: [(_pg_time(ts), now)
+                                                            for now, ts in received])
+                    for rate in rates}
+        finally:
+            child.stop()
+            t.join(timeout=5)
+            workload.drop_slot(ctx.pg, self.slot)
+
+
+class Broker(Base):
+    key, label, plugin = "broker", "limit, broker", None
+
+    def argv(self, topic, extra):
+        return [self.ctx.bare_producer, "-b", self.ctx.kafka.bootstrap, "-t", topic,
+                "-k", str(workload.KEY_LEN), "-V", workload.payload_text(self.ctx.payload_bytes),
+                "--type", workload.KIND, "--source", self.ctx.ce_source] + extra
+
+    def _summary(self, child):
+        for line in reversed(child.log_tail(4000).splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+        return {}
+
+    def backlog(self, tag, rows, target):
+        topic = self.topic(tag)
+        child = Child(self.argv(topic, ["-n", str(rows)]), self.log(tag))
+        rc, elapsed = child.wait_exit(self.ctx.timeout(rows))
+        if rc is None:
+            child.stop()
+            return Result(ok=False, note="no exit within the timeout")
+        acked = self.ctx.offsets.count(topic, self.ctx.partitions)
+        summary = self._summary(child)
+        ok = rc == 0 and acked == rows
+        return Result(ok=ok, elapsed_s=elapsed, rows=acked, cpu_s=child.cpu_s,
+                      rss_kb=child.rss_kb, walsender_cpu_s=None,
+                      note="" if ok else "exit %s, %d of %d in Kafka: %s" % (rc, acked, rows, summary))
+
+    def steady(self, tag, rates, duration):
+        ctx = self.ctx
+        topic = self.topic(tag)
+        ctx.create_topic(topic)
+        consumer = measure.LatencyConsumer(ctx.kafka.bootstrap, [topic], ctx.partitions,
+                                           want_ce_time=True)
+
+        def latencies():
+            return [(_rfc3339(ce), now) for _, now, ce in consumer.received if ce]
+        try:
+            time.sleep(0.5)  # let the consumer connect and fetch before the first record
+            out = {}
+            for rate in rates:
+                # the producer is the load: one run of warm-up + duration per rate
+                child = Child(self.argv(topic, ["-r", str(rate),
+                                                "-D", "%g" % (duration + ctx.warmup)]),
+                              self.log("%s-%d" % (tag, rate)))
+                out[rate] = ctx.steady_run(child, None, rate, duration,
+                                           count=lambda: consumer.count, latencies=latencies,
+                                           load=child)
+            return out
+        finally:
+            consumer.stop()
+
+
+class _ToKafka(Base):
+    """Contestants that read the slot and publish to Kafka: relay, Debezium."""
+
+    def spawn(self, tag, topic):
+        raise NotImplementedError
+
+    def backlog(self, tag, rows, target):
+        ctx = self.ctx
+        topic = self.topic(tag)
+        ws = Walsender(ctx.pg, self.slot)
+        child = self.spawn(tag, topic)
+        acked = [0]
+
+        def done():
+            if not child.alive:
+                raise RuntimeError("%s exited with %s\n%s"
+                                   % (self.label, child.proc.returncode, child.log_tail()))
+            ws.poll()
+            if acked[0] < rows:
+                acked[0] = ctx.offsets.count(topic, ctx.partitions)
+                if acked[0] < rows:
+                    return False
+            return (workload.confirmed_lsn(ctx.pg, self.slot) or 0) >= target
+        try:
+            ok, _ = measure.wait_for(done, ctx.timeout(rows), interval=0.1)
+            elapsed = time.monotonic() - child.t0
+            child.stats.sample()
+            cpu, rss, wcpu = child.stats.cpu_s, child.stats.rss_kb, ws.cpu_s()
+        finally:
+            ws.stop()
+            rc = child.stop()
+        note = "" if ok else "timed out: %d of %d acknowledged, confirmed %s" % (
+            acked[0], rows, workload.confirmed_lsn(ctx.pg, self.slot))
+        if ok and rc not in (0, 130, 143, -15):
+            note = "exit code %s on SIGTERM" % rc
+        return Result(ok=ok, elapsed_s=elapsed, rows=acked[0], cpu_s=cpu, rss_kb=rss,
+                      walsender_cpu_s=wcpu, exit_code=rc, note=note,
+                      start_s=ws.active_at - child.t0 if ws.active_at else None)
+
+    def steady(self, tag, rates, duration):
+        ctx = self.ctx
+        topic = self.topic(tag)
+        workload.create_slot(ctx.pg, self.slot, self.plugin)
+        ctx.create_topic(topic)
+        child = self.spawn(tag, topic)
+        consumer = None
+        try:
+            ctx.wait_slot_active(self.slot, child)
+            consumer = measure.LatencyConsumer(ctx.kafka.bootstrap, [topic], ctx.partitions)
+            time.sleep(0.5)
+
+            def latencies():
+                keys = [k.decode() for k, _, _ in consumer.received]
+                commits = workload.commit_times(ctx.pg, keys)
+                return [(commits[k.decode()], now) for k, now, _ in consumer.received
+                        if k.decode() in commits]
+            return {rate: ctx.steady_run(child, self.slot, rate, duration,
+                                         count=lambda: consumer.count, latencies=latencies)
+                    for rate in rates}
+        finally:
+            if consumer is not None:
+                consumer.stop()
+            child.stop()
+            workload.drop_slot(ctx.pg, self.slot)
+
+
+class Relay(_ToKafka):
+    key, label, plugin = "relay", "outbox-relay", "wal2json"
+
+    def topic(self, tag):
+        return "%s.%s.relay.%s" % (self.ctx.run_id, tag, workload.KIND)
+
+    def spawn(self, tag, topic):
+        ctx = self.ctx
+        # the default template is outbox.${kind}; only the prefix differs
+        template = topic[:-len(workload.KIND)] + "${kind}"
+        argv = [ctx.relay_bin, "-d", ctx.pg.conninfo(workload.DBNAME), "-S", self.slot,
+                "-t", "public.outbox", "-b", ctx.kafka.bootstrap, "--topic", template,
+                "-s", "%g" % ctx.status_interval]
+        return Child(argv, self.log(tag))
+
+
+class Debezium(_ToKafka):
+    key, label, plugin = "debezium", "Debezium", "pgoutput"
+
+    def topic(self, tag):
+        return "%s.%s.debezium.%s" % (self.ctx.run_id, tag, workload.KIND)
+
+    def spawn(self, tag, topic):
+        ctx = self.ctx
+        # EventRouter routes to route.topic.replacement with ${routedByValue} = kind
+        prefix = topic[:-len(workload.KIND) - 1]
+        argv = debezium.prepare(os.path.join(ctx.workdir, "debezium-%s" % tag),
+                                bootstrap=ctx.kafka.bootstrap, pg=ctx.pg, dbname=workload.DBNAME,
+                                slot=self.slot, publication="bench_pub", topic_prefix=prefix,
+                                name="bench-%s" % tag,
+                                flush_interval_ms=int(ctx.status_interval * 1000))
+        return Child(argv, self.log(tag))
+
+
+ALL = {"decode": Decode, "broker": Broker, "relay": Relay, "debezium": Debezium}

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the benchmark measures, and nothing about who is measured:
+
+- ProcStats: CPU seconds (utime + stime, of a process and its live children)
+  and peak RSS (VmHWM) read from /proc while the process runs;
+- end_offsets(): how many records the broker holds for a topic (the sum of
+  its partitions' high watermarks), i.e. how many were acknowledged;
+- LatencyConsumer: the one Kafka consumer every contestant is measured with,
+  noting when each record arrived;
+- percentiles and formatting helpers.
+
+Every figure is taken the same way for every contestant.
+"""
+
+import os
+import threading
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _read_stat(pid):
+    """(utime + stime seconds, ppid) of pid, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    # after the command name: state(0) ppid(1) ... utime(11) stime(12)
+    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[1])
+
+
+def _read_hwm_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _descendants(pid):
+    """pid's children, grandchildren, ... (from /proc; empty when none)."""
+    parents = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if name.isdigit():
+            st = _read_stat(int(name))
+            if st is not None:
+                parents.setdefault(st[1], []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for kid in parents.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+class ProcStats:
+    """CPU and peak RSS of one process tree, sampled every `interval` seconds
+    from a thread, and on demand with sample().
+
+    cpu_s: utime+stime of the process and of each descendant (the last value
+    seen of each, so a child that exits keeps what it used). rss_kb: the
+    highest VmHWM seen of any one process of the tree (for our contestants the
+    tree is one process: the relay, pg_recvlogical, the JVM)."""
+
+    def __init__(self, pid, interval=0.1, children=True):
+        self.pid = pid
+        self.children = children
+        self._cpu = {}
+        self.rss_kb = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval):
+        while not self._stop.is_set():
+            if not self.sample():
+                break
+            self._stop.wait(interval)
+
+    def sample(self):
+        """Read /proc now; returns False once the main process is gone."""
+        pids = [self.pid] + (_descendants(self.pid) if self.children else [])
+        alive = False
+        with self._lock:
+            for p in pids:
+                st = _read_stat(p)
+                if st is None:
+                    continue
+                if p == self.pid:
+                    alive = True
+                self._cpu[p] = max(st[0], self._cpu.get(p, 0.0))
+                kb = _read_hwm_kb(p)
+                if kb:
+                    self.rss_kb = max(self.rss_kb, kb)
+        return alive
+
+    @property
+    def cpu_s(self):
+        with self._lock:
+            return sum(self._cpu.values())
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def cpu_of(pid):
+    """utime+stime seconds of one process now (None when gone)."""
+    st = _read_stat(pid) if pid else None
+    return None if st is None else st[0]
+
+
+class Offsets:
+    """Reads high watermarks: how many records the broker acknowledged."""
+
+    def __init__(self, bootstrap):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets",
+                                  "enable.auto.commit": False})
+
+    def count(self, topic, partitions):
+        total = 0
+        for p in range(partitions):
+            low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                            cached=False)
+            total += max(high, 0)
+        return total
+
+    def close(self):
+        self.consumer.close()
+
+
+class LatencyConsumer:
+    """The consumer all contestants are measured with: assigned every partition
+    of the given topics from the beginning (no group rebalance to wait for),
+    it notes for each record its key, its ce_time header (when present) and the
+    wall-clock time consume() returned it. Runs in a thread until stop().
+
+    Same settings for every contestant; fetch.wait.max.ms is low so that the
+    consumer adds little latency of its own."""
+
+    CONFIG = {
+        "group.id": "bench-latency",
+        "enable.auto.commit": False,
+        "fetch.wait.max.ms": 5,
+        "fetch.min.bytes": 1,
+        "enable.partition.eof": False,
+    }
+
+    def __init__(self, bootstrap, topics, partitions, want_ce_time=False):
+        conf = dict(self.CONFIG)
+        conf["bootstrap.servers"] = bootstrap
+        self.consumer = Consumer(conf)
+        self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING)
+                              for t in topics for p in range(partitions)])
+        self.want_ce_time = want_ce_time
+        self.received = []      # (key bytes, receipt time s, ce_time text or None)
+        self.errors = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            # poll() returns as soon as one record is there; then take what else
+            # is already fetched without waiting, all stamped with the same time
+            first = self.consumer.poll(0.05)
+            if first is None:
+                continue
+            msgs = [first] + self.consumer.consume(num_messages=10000, timeout=0)
+            now = time.time()
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        self.errors.append(str(err))
+                    continue
+                ce_time = None
+                if self.want_ce_time:
+                    for k, v in m.headers() or []:
+                        if k == "ce_time":
+                            ce_time = v.decode()
+                self.received.append((m.key(), now, ce_time))
+
+    @property
+    def count(self):
+        return len(self.received)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.consumer.close()
+
+
+def percentile(sorted_values, q):
+    """Nearest-rank percentile of an ascending list (q in 0..100); None if empty."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, int(round(q / 100.0 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[k]
+
+
+def wait_for(cond, timeout, interval=0.05):
+    """Poll cond() until true or timeout; returns (True/False, seconds waited)."""
+    t0 = time.monotonic()
+    while True:
+        if cond():
+            return True, time.monotonic() - t0
+        if time.monotonic() - t0 >= timeout:
+            return False, time.monotonic() - t0
+        time.sleep(interval)

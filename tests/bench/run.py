@@ -1,0 +1,452 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark outbox-relay against the physical limits (decode, broker) and
+against Debezium, side by side in one run, and print one table.
+
+Starts a throwaway PostgreSQL and Kafka (tests/harness), prepares the data,
+runs each contestant on exactly the same work, one after the other:
+
+  backlog drain   N rows already committed (as one transaction, and as many
+                  transactions of 1 to 10 rows); the contestant starts on an
+                  existing slot; time until the last record is acknowledged and
+                  the slot is confirmed past the last commit.
+  steady state    pgbench inserts one row per transaction at fixed rates;
+                  commit-to-receipt latency as seen by one Kafka consumer.
+
+Figures are rows/s, CPU seconds per million rows, peak RSS and latency; the
+ratios of the relay against each limit and against Debezium are what to read,
+since absolute times drift on shared machines. See tests/bench/README.md.
+
+Usage: /usr/bin/python3 tests/bench/run.py [--smoke] [options]  (--help)
+Exit status: 0 when every contestant delivered every row, 1 otherwise,
+2 on usage errors. Targets are reported, never asserted.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TOP = os.path.dirname(os.path.dirname(_HERE))
+sys.path.insert(0, os.path.join(_TOP, "tests"))
+sys.path.insert(0, _HERE)
+
+import harness  # noqa: E402
+from harness import procs  # noqa: E402
+
+import contestants  # noqa: E402
+import debezium  # noqa: E402
+import measure  # noqa: E402
+import workload  # noqa: E402
+
+# Server settings for every run: room for a large transaction's WAL without
+# checkpoints in the middle of a measurement.
+PG_SETTINGS = {
+    "shared_buffers": "512MB",
+    "max_wal_size": "8GB",
+    "checkpoint_timeout": "30min",
+    "wal_sender_timeout": "60s",
+}
+
+DEFAULTS = dict(rows=1_000_000, small_txns=200_000, payload_bytes=256, rates="2000,5000",
+                duration=20, warmup=5, status_interval=1.0)
+SMOKE = dict(rows=2000, small_txns=400, rates="200", duration=5, warmup=1)
+
+TARGETS = """\
+targets (goals reported, not asserted):
+  backlog drain rows/s   relay >= 0.9 x limit, decode;  relay >= 5 x Debezium
+  peak RSS               relay < 32 MB and <= Debezium / 10
+  steady state           relay p99 commit-to-receipt < 20 ms at 2000 transactions/s"""
+
+
+def env_default(name, value, conv=str):
+    v = os.environ.get("BENCH_" + name.upper())
+    return conv(v) if v not in (None, "") else value
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Benchmark outbox-relay against pg_recvlogical, a bare librdkafka producer "
+                    "and Debezium. Every option also reads BENCH_<OPTION> from the environment "
+                    "(e.g. BENCH_ROWS=100000).",
+        epilog=TARGETS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", default=bool(os.environ.get("BENCH_SMOKE")),
+                   help="tiny sizes and a few seconds of steady state (CI); Debezium is skipped "
+                        "if its jars cannot be fetched")
+    p.add_argument("--rows", type=int, help="N, rows of each backlog workload (default %d)"
+                   % DEFAULTS["rows"])
+    p.add_argument("--small-txns", type=int, help="transactions the small-transaction backlog "
+                   "is split into, 1 to 10 rows each (default %d)" % DEFAULTS["small_txns"])
+    p.add_argument("--payload-bytes", type=int, help="bytes of each payload (default %d)"
+                   % DEFAULTS["payload_bytes"])
+    p.add_argument("--rates", help="steady-state insert rates, transactions/s, comma-separated "
+                   "(default %s)" % DEFAULTS["rates"])
+    p.add_argument("--duration", type=float, help="seconds of each steady-state run (default %d)"
+                   % DEFAULTS["duration"])
+    p.add_argument("--warmup", type=float, help="seconds of load before each steady-state "
+                   "measurement, left out of the latency figures (default %d)" % DEFAULTS["warmup"])
+    p.add_argument("--workloads", default=env_default("workloads", "large,small,steady"),
+                   help="any of large,small,steady (default all)")
+    p.add_argument("--contestants", default=env_default("contestants", "decode,broker,relay,debezium"),
+                   help="any of decode,broker,relay,debezium (default all)")
+    p.add_argument("--status-interval", type=float,
+                   help="relay -s, pg_recvlogical -s and Debezium's offset flush interval, "
+                        "seconds (default 1)")
+    p.add_argument("--json", default=env_default("json", None), help="also write all figures here")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
+    p.add_argument("--relay-bin", default=os.environ.get("OUTBOX_RELAY_BIN"),
+                   help="outbox-relay binary (default $OUTBOX_RELAY_BIN or build/src/outbox-relay)")
+    p.add_argument("--bare-producer", default=os.environ.get("BENCH_BARE_PRODUCER"),
+                   help="bare_producer binary (default $BENCH_BARE_PRODUCER or "
+                        "build/tests/bench/bare_producer)")
+    a = p.parse_args(argv)
+    base = dict(DEFAULTS)
+    if a.smoke:
+        base.update(SMOKE)
+    for name in ("rows", "small_txns", "payload_bytes", "duration", "warmup", "status_interval"):
+        if getattr(a, name) is None:
+            conv = float if name in ("duration", "warmup", "status_interval") else int
+            setattr(a, name, env_default(name, base[name], conv))
+    if a.rates is None:
+        a.rates = env_default("rates", base["rates"])
+    a.rates = [int(r) for r in str(a.rates).split(",") if r.strip()]
+    a.workloads = [w.strip() for w in a.workloads.split(",") if w.strip()]
+    a.contestants = [c.strip() for c in a.contestants.split(",") if c.strip()]
+    for w in a.workloads:
+        if w not in ("large", "small", "steady"):
+            p.error("unknown workload %r" % w)
+    for c in a.contestants:
+        if c not in contestants.ALL:
+            p.error("unknown contestant %r" % c)
+    if "small" in a.workloads and not a.small_txns <= a.rows <= 10 * a.small_txns:
+        p.error("--rows must be between --small-txns and 10 x --small-txns")
+    a.relay_bin = a.relay_bin or os.path.join(_TOP, "build", "src", "outbox-relay")
+    a.bare_producer = a.bare_producer or os.path.join(_TOP, "build", "tests", "bench",
+                                                      "bare_producer")
+    for path, what in ((a.relay_bin, "outbox-relay"), (a.bare_producer, "bare_producer")):
+        if not os.access(path, os.X_OK):
+            p.error("%s not found at %s: build with `meson setup build && meson compile -C build`"
+                    % (what, path))
+    return a
+
+
+class Context:
+    """What every contestant run needs: servers, paths, sizes, shared helpers."""
+
+    partitions = 3
+    pg_bindir = harness.pg.PG_BINDIR
+
+    def __init__(self, env, args):
+        self.env, self.args = env, args
+        self.pg, self.kafka = env.pg, env.kafka
+        self.workdir = env.base_dir
+        self.run_id = "bench%d" % int(time.time())
+        self.relay_bin, self.bare_producer = args.relay_bin, args.bare_producer
+        self.payload_bytes = args.payload_bytes
+        self.warmup = args.warmup
+        self.status_interval = args.status_interval   # seconds
+        self.offsets = measure.Offsets(self.kafka.bootstrap)
+        self.ce_source = "postgresql://%s/%s/public.outbox" % (self.pg.system_identifier(),
+                                                                workload.DBNAME)
+
+    def timeout(self, rows):
+        """How long a backlog drain may take before it counts as failed, s."""
+        return 120 + rows / 1000.0
+
+    def create_topic(self, topic):
+        self.kafka.create_topic(topic, partitions=self.partitions)
+
+    def wait_slot_active(self, slot, child, timeout=180):
+        def active():
+            if not child.alive:
+                raise RuntimeError("%s exited before its slot became active:\n%s"
+                                   % (child.argv[0], child.log_tail()))
+            return self.pg.slot_active(slot)
+        procs.wait_until(active, timeout, interval=0.1, what="slot %s active" % slot)
+
+    def steady_run(self, child, slot, rate, duration, *, count, latencies, load=None):
+        """Load at rate for warmup + duration seconds, wait until the contestant
+        delivered every row of it, and measure. By default pgbench is the load
+        and child (already streaming) the contestant; for the broker limit the
+        load is the contestant's own process (load=child).
+
+        count() is the number of rows the contestant delivered so far;
+        latencies() the (origin time, receipt time) pairs so far, wall clock.
+        Rows whose origin falls in the warm-up are left out of the percentiles
+        (first records pay for connections, metadata and a cold JIT) but
+        counted in rows and CPU."""
+        ws = contestants.Walsender(self.pg, slot) if slot else None
+        if ws:
+            ws.poll()
+        child.stats.sample()
+        cpu0, wcpu0 = child.stats.cpu_s, (ws.cpu_s() if ws else None)
+        count0 = count()
+        total = self.warmup + duration
+        t_wall0 = time.time()
+        if load is None:
+            seq0 = workload.seq_value(self.pg)
+            pb = workload.Pgbench(self.pg, self.workdir, rate, int(round(total)),
+                                  self.payload_bytes).start()
+            pb.wait(total + 120)
+            expected = workload.seq_value(self.pg) - seq0
+            tps = pb.tps
+        else:
+            load.wait_exit(total + 120)
+            expected = int(rate * total)
+            tps = expected / total
+        t_wall1 = time.time()
+        ok, tail = measure.wait_for(lambda: count() - count0 >= expected, max(30.0, duration),
+                                    0.02)
+        if child.rusage is None:
+            child.stats.sample()
+        cpu1 = child.cpu_s
+        wcpu1 = ws.cpu_s() if ws else None
+        if ws:
+            ws.stop()
+        window = (t_wall0 + self.warmup, t_wall1)
+        lat = sorted((recv - origin) * 1000.0 for origin, recv in latencies()
+                     if window[0] <= origin <= window[1])
+        got = count() - count0
+        return contestants.Result(
+            ok=ok, rows=got, expected=expected, insert_tps=tps, measured_rows=len(lat),
+            cpu_s=cpu1 - cpu0, rss_kb=child.rss_kb,
+            walsender_cpu_s=(wcpu1 - wcpu0) if ws and wcpu0 is not None else None,
+            p50_ms=measure.percentile(lat, 50), p99_ms=measure.percentile(lat, 99),
+            max_ms=lat[-1] if lat else None, tail_s=tail if ok else None,
+            keeps_up=bool(ok and tail < 1.0),
+            note="" if ok else "%d of %d rows arrived" % (got, expected))
+
+
+# --- the table -----------------------------------------------------------
+
+def _f(v, fmt, none="-"):
+    return none if v is None else fmt % v
+
+
+def _rows_per_s(r):
+    return r["rows"] / r["elapsed_s"] if r.get("ok") and r.get("elapsed_s") else None
+
+
+def _per_mrow(cpu, rows):
+    return cpu / rows * 1e6 if cpu is not None and rows else None
+
+
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
+def backlog_table(title, results, order, labels):
+    lines = [title,
+             "  %-15s %8s %8s %10s %11s %13s %8s  %s" % ("contestant", "time s", "start s",
+                                                         "rows/s", "CPU s/Mrow", "server s/Mrow",
+                                                         "RSS MB", "note")]
+    for key in order:
+        r = results.get(key)
+        if r is None:
+            continue
+        lines.append("  %-15s %8s %8s %10s %11s %13s %8s  %s" % (
+            labels[key], _f(r.get("elapsed_s"), "%.2f"), _f(r.get("start_s"), "%.2f"),
+            _f(_rows_per_s(r), "%.0f"),
+            _f(_per_mrow(r.get("cpu_s"), r.get("rows")), "%.2f"),
+            _f(_per_mrow(r.get("walsender_cpu_s"), r.get("rows")), "%.2f"),
+            _f(r.get("rss_kb") and r["rss_kb"] / 1024.0, "%.1f"),
+            ("FAILED: " if not r.get("ok") else "") + (r.get("note") or "")))
+    return lines
+
+
+def steady_table(title, results, order, labels):
+    lines = [title,
+             "  %-15s %8s %8s %8s %8s %9s %7s %11s %13s %8s  %s" % (
+                 "contestant", "rows", "tx/s in", "p50 ms", "p99 ms", "max ms", "tail s",
+                 "CPU s/Mrow", "server s/Mrow", "RSS MB", "keeps up")]
+    for key in order:
+        r = results.get(key)
+        if r is None:
+            continue
+        lines.append("  %-15s %8s %8s %8s %8s %9s %7s %11s %13s %8s  %s" % (
+            labels[key], r.get("rows"), _f(r.get("insert_tps"), "%.0f"),
+            _f(r.get("p50_ms"), "%.1f"), _f(r.get("p99_ms"), "%.1f"), _f(r.get("max_ms"), "%.1f"),
+            _f(r.get("tail_s"), "%.2f"), _f(_per_mrow(r.get("cpu_s"), r.get("rows")), "%.2f"),
+            _f(_per_mrow(r.get("walsender_cpu_s"), r.get("rows")), "%.2f"),
+            _f(r.get("rss_kb") and r["rss_kb"] / 1024.0, "%.1f"),
+            ("yes" if r.get("keeps_up") else "no") +
+            ("" if r.get("ok") else "  FAILED: " + (r.get("note") or ""))))
+    return lines
+
+
+def ratio_lines(results, steady_2000):
+    """Relay against each reference, and the targets."""
+    out = ["ratios (relay against each reference, same run)"]
+
+    def mark(ok):
+        return "" if ok is None else ("  met" if ok else "  MISSED")
+    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+        rs = results.get(wl, {})
+        relay = rs.get("relay")
+        if not relay or not relay.get("ok"):
+            continue
+        rr = _rows_per_s(relay)
+        for key, label, target in (("decode", "limit, decode", 0.9), ("broker", "limit, broker", None),
+                                   ("debezium", "Debezium", 5.0)):
+            other = rs.get(key)
+            if not other or not other.get("ok"):
+                continue
+            q = _ratio(rr, _rows_per_s(other))
+            cpu = _ratio(_per_mrow(relay.get("cpu_s"), relay.get("rows")),
+                         _per_mrow(other.get("cpu_s"), other.get("rows")))
+            t = "" if target is None else " (target >= %g)%s" % (target, mark(q >= target))
+            extra = ""
+            if key == "debezium":
+                rss = _ratio(other.get("rss_kb"), relay.get("rss_kb"))
+                extra = "; RSS %s smaller (target >= 10)%s" % (_f(rss, "%.1fx"), mark(rss >= 10))
+            out.append("  %-28s relay rows/s = %s %s's%s; relay CPU/row = %s theirs%s" % (
+                title + ":", _f(q, "%.2fx"), label, t, _f(cpu, "%.3gx"), extra))
+        rss_mb = relay["rss_kb"] / 1024.0
+        out.append("  %-28s relay peak RSS %.1f MB (target < 32 MB)%s" % (
+            title + ":", rss_mb, mark(rss_mb < 32)))
+    for rate, rs in sorted(results.get("steady", {}).items()):
+        relay = rs.get("relay")
+        if not relay or relay.get("p99_ms") is None:
+            continue
+        parts = []
+        for key, label in (("decode", "limit, decode"), ("broker", "limit, broker"),
+                           ("debezium", "Debezium")):
+            other = rs.get(key)
+            if other and other.get("p99_ms"):
+                parts.append("%s %s's" % (_f(_ratio(relay["p99_ms"], other["p99_ms"]), "%.2fx"),
+                                          label))
+        t = (" (target < 20 ms)%s" % mark(relay["p99_ms"] < 20)) if rate == steady_2000 else ""
+        out.append("  steady %5d tx/s:           relay p99 %.1f ms%s; relay p99 = %s" % (
+            rate, relay["p99_ms"], t, ", ".join(parts) or "-"))
+    return out
+
+
+def machine_line():
+    try:
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[0]
+    except OSError:
+        load = "?"
+    return "machine: %s, %d cores, Python %s, load average %s at the end" % (
+        platform.platform(terse=True), os.cpu_count(), platform.python_version(), load)
+
+
+def render(args, results, labels, order, notes):
+    lines = ["", "outbox-relay benchmark: N=%d rows, %d small transactions, %d-byte payloads, "
+             "steady %s tx/s for %g s%s" % (args.rows, args.small_txns, args.payload_bytes,
+                                           ",".join(map(str, args.rates)), args.duration,
+                                           " (smoke)" if args.smoke else ""),
+             machine_line(), ""]
+    if "large" in results:
+        lines += backlog_table("backlog drain: 1 transaction of %d rows" % args.rows,
+                               results["large"], order, labels) + [""]
+    if "small" in results:
+        lines += backlog_table("backlog drain: %d rows in %d transactions of 1-10 rows"
+                               % (args.rows, args.small_txns), results["small"], order,
+                               labels) + [""]
+    for rate, rs in sorted(results.get("steady", {}).items()):
+        lines += steady_table("steady state: %d transactions/s (1 row each) for %g s after %g s "
+                              "of warm-up" % (rate, args.duration, args.warmup), rs, order,
+                              labels) + [""]
+    lines += ratio_lines(results, 2000) + [""]
+    lines += ["time s: from the contestant's start until the last record is acknowledged and "
+              "the slot confirmed past the last commit (decode: until pg_recvlogical -E exits; "
+              "broker: until every delivery report); start s: of which until its slot was "
+              "active; rows/s: N / time s.",
+              "CPU s/Mrow: user+sys of the contestant's processes; server s/Mrow: of the "
+              "walsender serving its slot. RSS: peak (VmHWM).",
+              "latency: commit timestamp (track_commit_timestamp) to receipt by one Kafka consumer; "
+              "decode: to receipt of the commit by pg_recvlogical's reader; broker: produce time "
+              "to receipt; rows committed in the warm-up are left out. tail s: last row received "
+              "after the load ended; keeps up: every row arrived, the last within 1 s."]
+    lines += notes
+    return "\n".join(lines)
+
+
+# --- the run -------------------------------------------------------------
+
+def main(argv=None):
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    notes = []
+    order = [k for k in ("decode", "broker", "relay", "debezium") if k in args.contestants]
+    if "debezium" in order:
+        try:
+            debezium.ensure_jars()
+        except Exception as e:  # noqa: BLE001 -- a smoke run may go on without it
+            if not args.smoke:
+                raise
+            order.remove("debezium")
+            notes.append("note: Debezium skipped (smoke only): its jars could not be fetched: %s"
+                         % str(e).splitlines()[0])
+    results = {}
+    failed = []
+    env = harness.Environment(pg_settings=PG_SETTINGS, keep=args.keep or None)
+    env.start()
+    try:
+        workload.setup(env.pg)
+        ctx = Context(env, args)
+        players = {k: contestants.ALL[k](ctx) for k in order}
+        labels = {k: players[k].label for k in order}
+        for wl in ("large", "small"):
+            if wl not in args.workloads:
+                continue
+            workload.truncate(env.pg)
+            for p in players.values():
+                p.prepare_backlog(wl)
+            t0 = time.monotonic()
+            if wl == "large":
+                target = workload.load_large(env.pg, args.rows, args.payload_bytes)
+            else:
+                target = workload.load_small(env.pg, args.rows, args.small_txns, args.payload_bytes)
+            print("bench: %s: loaded %d rows in %.1f s, target LSN %s" % (
+                wl, args.rows, time.monotonic() - t0, harness.format_lsn(target)), flush=True)
+            results[wl] = {}
+            for key, p in players.items():
+                try:
+                    r = p.backlog(wl, args.rows, target)
+                except Exception as e:  # noqa: BLE001 -- report it in the table, go on
+                    traceback.print_exc()
+                    r = contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
+                p.cleanup()
+                results[wl][key] = r
+                print("bench: %s %s: %s" % (wl, key, json.dumps(r)), flush=True)
+                if not r.get("ok"):
+                    failed.append("%s/%s" % (wl, key))
+        if "steady" in args.workloads:
+            workload.truncate(env.pg)
+            results["steady"] = {rate: {} for rate in args.rates}
+            for key, p in players.items():
+                try:
+                    rs = p.steady("steady", args.rates, args.duration)
+                except Exception as e:  # noqa: BLE001 -- report it in the table, go on
+                    traceback.print_exc()
+                    rs = {rate: contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
+                          for rate in args.rates}
+                for rate, r in rs.items():
+                    results["steady"][rate][key] = r
+                    print("bench: steady %d %s: %s" % (rate, key, json.dumps(r)), flush=True)
+                    if not r.get("ok"):
+                        failed.append("steady%d/%s" % (rate, key))
+        ctx.offsets.close()
+        if args.keep:
+            notes.append("logs and data kept in %s" % env.base_dir)
+    finally:
+        env.close()
+    print(render(args, results, labels, order, notes))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"params": {k: v for k, v in vars(args).items()}, "results": results,
+                       "failed": failed}, f, indent=1, default=str)
+    if failed:
+        print("bench: FAILED: %s" % ", ".join(failed))
+        return 1
+    print("bench: every contestant delivered every row")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
