@@ -135,5 +135,15 @@ def wait_metric(port, name, predicate, timeout=30):
     return dict(last)
 
 
+def read_while_alive(reader, relay, until, timeout):
+    """reader.read_until(until), but give up as soon as the relay has exited
+    (a relay that stopped will not publish what is missing). Returns whether
+    until held."""
+    reader.read_until(lambda recs: until(recs) or not relay.alive, timeout)
+    if not until(reader.records) and not relay.alive:
+        reader.drain(timeout=10)
+    return until(reader.records)
+
+
 def log_lines(text, needle):
     return [line for line in text.splitlines() if needle in line]

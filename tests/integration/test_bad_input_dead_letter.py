@@ -16,7 +16,7 @@ import json
 
 import pytest
 from bad_input_helpers import (LSN_TEXT, assert_not_confirmed_past, create_topic, log_lines,
-                               stops_unpublishable, wait_metric)
+                               read_while_alive, stops_unpublishable, wait_metric)
 from harness import EXIT_OK, free_port, parse_lsn
 from helpers import CE_HEADERS, by_id, has_ids, insert_rows, wait_confirmed
 
@@ -75,7 +75,7 @@ def test_dead_letter_policy(case):
         got = by_id(recs)
         return set(good_ids) <= set(got) and \
             set(bad) <= {r.header("ce_id") for r in recs if r.topic == dlq}
-    arrived = reader.read_until(done, 60)
+    arrived = read_while_alive(reader, relay, done, 60)
     assert relay.alive, "the relay stopped under --on-error=dead-letter\n" + relay.log
     got = by_id(reader.records)
     assert arrived, "missing good rows %s, missing dead letters %s\n%s" % (
