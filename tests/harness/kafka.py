@@ -231,11 +231,12 @@ class KafkaBroker:
     def pid(self):
         return self.proc.pid if self.proc else None
 
-    def create_topic(self, name, partitions=3, timeout=30):
+    def create_topic(self, name, partitions=3, config=None, timeout=30):
+        """Create topic name (config: topic-level settings such as max.message.bytes)."""
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        fut = admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                            replication_factor=1)])[name]
+        fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                            config=dict(config or {}))])[name]
         fut.result(timeout=timeout)
 
     def topics(self, timeout=10):

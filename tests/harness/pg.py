@@ -143,8 +143,17 @@ class PostgresServer:
                "immediate": signal.SIGQUIT}[mode]
         if self.proc is None:
             return None
+        kids = procs.children_of(self.proc.pid)
         rc, ok = procs.terminate(self.proc, sig, timeout)
-        self._reap_backends()
+        if not ok:
+            # the postmaster was killed: its backends would keep the old
+            # shared memory and block the next start
+            for pid in kids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self._reap_backends(kids)
         procs.unregister(self)
         return rc
 
@@ -186,7 +195,7 @@ class PostgresServer:
 
     def _emergency_stop(self):
         if self.running:
-            rc, ok = procs.terminate(self.proc, signal.SIGQUIT, 10)
+            self.stop("immediate", timeout=10)
 
     @property
     def running(self):
