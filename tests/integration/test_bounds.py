@@ -1,58 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Resource bounds: one transaction far larger than the relay's in-flight
-limits streams through with bounded memory, and a relay blocked on a full
-in-flight window while Kafka is down still sends standby status, so the
-walsender does not drop it."""
+"""A relay blocked on a full in-flight window while Kafka is down still
+sends standby status, so the walsender does not drop it (STYLE.md
+anti-pattern 3). Memory for one huge transaction: test_faults_volume.py."""
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
 from harness import EXIT_OK, KafkaBroker, TopicReader, format_lsn, parse_lsn
 from helpers import has_ids, insert_rows, simple_rows, wait_confirmed
-
-ROWS = 50000
-PAYLOAD_BYTES = 2000        # 100 MB in one transaction
-RSS_LIMIT_KB = 128 * 1024   # default in-flight bytes are 16 MiB; allow generous overhead
-
-
-def topic_count(bootstrap, topic, partitions=3):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "count-%s" % topic})
-    try:
-        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in range(partitions))
-    finally:
-        c.close()
-
-
-def test_huge_transaction_streams_with_bounded_memory(case):
-    relay = case.relay()
-    conn = case.connect(autocommit=False)
-    cur = conn.cursor()
-    cur.execute("INSERT INTO outbox (work_id, kind, payload) "
-                "SELECT 'huge-' || i, 'bulk', jsonb_build_object('i', i, 'pad', repeat('p', %s)) "
-                "FROM generate_series(1, %s) AS i", (PAYLOAD_BYTES, ROWS))
-    cur.execute("SELECT pg_current_wal_lsn()::text")
-    before = parse_lsn(cur.fetchone()[0])
-    conn.commit()
-    topic = case.topic("bulk")
-    deadline = time.monotonic() + 300
-    n = 0
-    while time.monotonic() < deadline:
-        assert relay.alive, "relay exited with %s\n%s" % (relay.returncode, relay.log)
-        if case.confirmed() > before:
-            break
-        time.sleep(0.2)
-    assert case.confirmed() > before, "the %d-row transaction was not confirmed within 300 s\n%s" % (
-        ROWS, relay.log)
-    n = topic_count(case.kafka.bootstrap, topic)
-    assert n == ROWS, "%d records on %s, expected %d" % (n, topic, ROWS)
-    peak = relay.peak_rss_kb()
-    case.metric("huge_txn_peak_rss_kb", peak)
-    print("peak RSS streaming %d x %d-byte rows in one transaction: %s KiB" % (
-        ROWS, PAYLOAD_BYTES, peak))
-    assert peak < RSS_LIMIT_KB, "relay peak RSS %d KiB for one big transaction" % peak
-    assert relay.stop() == EXIT_OK, relay.log
-
 
 def test_full_inflight_window_still_sends_status(case, env):
     broker = KafkaBroker(env.base_dir, name=case.name + "-kafka")
