@@ -8,6 +8,7 @@ import time
 from harness import EXIT_OK, KafkaBroker, TopicReader, format_lsn, parse_lsn
 from helpers import has_ids, insert_rows, simple_rows, wait_confirmed
 
+
 def test_full_inflight_window_still_sends_status(case, env):
     broker = KafkaBroker(env.base_dir, name=case.name + "-kafka")
     broker.start()
