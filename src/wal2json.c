@@ -213,8 +213,11 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
         const char *p = line, *end = line + len;
         size_t need, o = 0;
 
-        /* Worst case: "1,1,1" grows by 3 bytes per 2 input bytes. */
-        need = len * 2 + 16;
+        /*
+         * Worst case: every byte a number token of its own ("00" is two tokens:
+         * a leading zero ends one), each becoming four bytes: '"', 0xff, digit, '"'.
+         */
+        need = len * 4 + 1;
         if (need > d->cap) {
                 char *nb = realloc(d->buf, need);
 
