@@ -17,11 +17,13 @@ MSG_SIZE_TOO_LARGE in the delivery report).
 Missing topics with auto-creation off are tested twice. On the shared
 broker (auto.create.topics.enable=true) the client side turns creation
 off: -X allow.auto.create.topics=false, which librdkafka 2.0.2 honours for
-producers too, and -X topic.metadata.propagation.max.ms=1000, so that after
-one second librdkafka fails the queued message with Local: Unknown topic
-instead of waiting 30 s. Then a second broker, started through the
+producers too (its metadata requests stop asking the broker to create the
+topic; the test checks that the topic still does not exist), and
+-X topic.metadata.propagation.max.ms=1000, so that librdkafka fails the
+queued message after one second (delivery report UNKNOWN_TOPIC_OR_PART)
+instead of after the default 30 s. Then a second broker, started through the
 harness's KafkaBroker with auto.create.topics.enable=false, refuses to create
-the topic on the broker side (same librdkafka setting for the wait).
+the topic on the broker side (same propagation setting for the wait).
 
 Not tested here: an authorization failure on the topic, since the test
 broker has no authorizer or ACLs and faking the error would prove nothing.
@@ -220,6 +222,8 @@ def test_missing_topic_client_auto_create_off(case):
                   [case.topic("missing"), "nknown topic"],
                   extra_args=("-X", "allow.auto.create.topics=false",
                               "-X", "topic.metadata.propagation.max.ms=1000"))
+    assert case.topic("missing") not in case.kafka.topics(), \
+        "allow.auto.create.topics=false did not keep the topic from being created"
 
 
 @pytest.fixture(scope="module")

@@ -63,12 +63,13 @@ def test_update_delete_truncate_and_other_tables_are_ignored(case):
     conn.commit()
     cur.execute("TRUNCATE outbox")
     conn.commit()
-    # an insert in the same transaction as a TRUNCATE of the outbox
+    # insert and delete in one transaction (keeps the outbox empty): the
+    # insert committed, so it is published; the delete is ignored
     t_mix = insert_rows(conn, simple_rows("mixed", 1), extra_sql=["DELETE FROM outbox"])
     last = insert_rows(conn, simple_rows("z", 2))
     got = arrive_and_confirm(case, reader, relay, t_mix.work_ids + last.work_ids)
 
-    # updates: 2 + 1, deletes: 1 + 1 ("mixed-0" deleted in its own transaction), truncate: 1
+    # updates 2 + 1, deletes 1 + 1, truncate 1; not_outbox never reaches the relay
     samples = wait_metric(port, "outbox_relay_ignored_records_total", lambda v: v >= 6)
     assert samples["outbox_relay_ignored_records_total"] == 6, samples
     for kind in ("update", "delete", "truncate"):
