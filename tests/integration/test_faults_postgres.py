@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PostgreSQL fails under the relay while clients commit outbox rows.
+
+- Fast shutdown (`pg_ctl stop -m fast`) during a load must finish within
+  15 s, both while every message is acknowledged and while the relay has
+  messages Kafka has not acknowledged (its broker frozen): the walsender waits
+  for the client to report its position before it exits, and the relay must
+  not hold the shutdown up. After the restart the same relay process
+  reconnects (with backoff) and delivers everything.
+- pg_terminate_backend of the walsender, three times during a load: the same
+  relay process reconnects each time, nothing is lost.
+- The slot dropped while the relay is down: a start without --create-slot is
+  exit 3, says why, and creates nothing.
+- The slot dropped while the relay runs but is disconnected (walsender
+  terminated, slot dropped before it reconnects): exit 3, "is gone".
+
+Duplicates are printed; each must be a transaction unconfirmed at the fault.
+"""
+
+import pytest
+from faults_helpers import (NO_TIMEOUT, Load, collector, heal_broker, mark, metrics_args,
+                            pg_ctl_stop_fast, say, scrape, sized, spare_broker, verify, wait_for)
+from harness import EXIT_ENV, EXIT_OK, run_relay
+
+ROWS = sized(6000, 30000)
+RATE = 500
+SHUTDOWN_LIMIT_S = 15
+
+
+@pytest.mark.parametrize("acks", ["acked", "unacked"])
+def test_fast_shutdown_during_load(case, env, acks):
+    broker = spare_broker(env) if acks == "unacked" else case.kafka
+    coll = collector(case, broker=broker)
+    port, margs = metrics_args()
+    relay = case.relay(*NO_TIMEOUT, *margs, brokers=broker.bootstrap)
+    load = Load(case, "fast", ROWS, rate=RATE).start()
+    problems = []
+    try:
+        load.wait_rows(ROWS // 3, 300, tick=coll.poll, relays=[relay])
+        walsender = case.slot_info()["active_pid"]
+        marks = [mark(case, coll, "fast shutdown")]
+        if acks == "unacked":
+            broker.freeze()
+            wait_for(lambda: scrape(port)["outbox_relay_outstanding_messages"] > 0, 30,
+                     "the relay to have unacknowledged messages")
+        outstanding = scrape(port)["outbox_relay_outstanding_messages"]
+        rc, took, out = pg_ctl_stop_fast(case.pg, SHUTDOWN_LIMIT_S)
+        say("pg_ctl stop -m fast: exit %d after %.1f s with %d messages unacknowledged (%s)"
+            % (rc, took, outstanding, acks))
+        case.metric("fast_shutdown_%s_seconds" % acks, "%.1f" % took)
+        if rc != 0 or took > SHUTDOWN_LIMIT_S:
+            problems.append("pg_ctl stop -m fast took %.1f s (exit %d, limit %d s) while the relay "
+                            "was connected with %d messages unacknowledged:\n%s"
+                            % (took, rc, SHUTDOWN_LIMIT_S, outstanding, out))
+        if acks == "unacked":
+            broker.thaw()
+        case.pg.stop("fast", timeout=120)       # reaps the postmaster (or finishes the stop)
+        assert relay.alive, "relay exited with %s when PostgreSQL stopped\n%s" % (
+            relay.returncode, relay.log)
+        case.pg.start()
+        wait_for(lambda: case.slot_info()["active"], 90,
+                 "the same relay process to reconnect to the restarted server", tick=coll.poll)
+        assert case.slot_info()["active_pid"] != walsender
+        expected = load.finish(tick=coll.poll, relays=[relay])
+    finally:
+        load.stop()
+        heal_broker(broker)
+        if not case.pg.running:
+            case.pg.start()
+    say("writers: %d reconnects, %d rows in doubt" % (load.reconnects, load.in_doubt))
+    verify(case, coll, expected, marks, "fast_shutdown_%s" % acks, relays=[relay])
+    reconnects = scrape(port)["outbox_relay_reconnects_total"]
+    assert reconnects >= 1, "the relay never reconnected?"
+    assert relay.stop() == EXIT_OK, relay.log
+    assert not problems, "\n".join(problems)
+
+
+def test_walsender_terminated_during_load(case):
+    coll = collector(case)
+    port, margs = metrics_args()
+    relay = case.relay(*NO_TIMEOUT, *margs)
+    load = Load(case, "term", ROWS, rate=RATE).start()
+    marks = []
+    try:
+        for k in (1, 2, 3):
+            load.wait_rows(ROWS * k // 4, 300, tick=coll.poll, relays=[relay])
+            walsender = wait_for(lambda: case.slot_info()["active_pid"], 60,
+                                 "the relay to stream again", tick=coll.poll)
+            marks.append(mark(case, coll, "pg_terminate_backend %d" % k))
+            assert case.pg.scalar("SELECT pg_terminate_backend(%s)", (walsender,))
+            wait_for(lambda: case.slot_info()["active_pid"] not in (None, walsender), 60,
+                     "the relay to reconnect after pg_terminate_backend", tick=coll.poll)
+        expected = load.finish(tick=coll.poll, relays=[relay])
+    finally:
+        load.stop()
+    verify(case, coll, expected, marks, "walsender_terminated", relays=[relay])
+    reconnects = scrape(port)["outbox_relay_reconnects_total"]
+    say("relay reconnects: %d" % reconnects)
+    assert reconnects >= 3
+    assert relay.stop() == EXIT_OK, relay.log
+
+
+def test_slot_dropped_while_relay_down(case):
+    relay = case.relay()
+    assert relay.stop() == EXIT_OK, relay.log
+    assert case.pg.drop_slot(case.slot)
+    rc, out = run_relay(case.relay_args(create_slot=False), timeout=60)
+    assert rc == EXIT_ENV, "exit %s without the slot and without --create-slot:\n%s" % (rc, out)
+    assert case.slot in out and "does not exist" in out and "--create-slot" in out, out
+    assert case.slot_info() is None, "the relay created a slot without --create-slot"
+
+
+DROP_AFTER_TERMINATE = """
+DO $$
+DECLARE p int;
+BEGIN
+    SELECT active_pid INTO p FROM pg_replication_slots WHERE slot_name = %(slot)s;
+    IF p IS NULL OR NOT pg_terminate_backend(p, 10000) THEN
+        RAISE EXCEPTION 'slot %% not active', %(slot)s;
+    END IF;
+    PERFORM pg_drop_replication_slot(%(slot)s);
+END $$"""
+
+
+def test_slot_dropped_while_relay_disconnected(case):
+    coll = collector(case)
+    relay = case.relay()
+    load = Load(case, "gone", 300, writers=1, rate=300).start()
+    try:
+        load.finish(tick=coll.poll, relays=[relay])
+    finally:
+        load.stop()
+    # terminate the walsender and drop the slot in one statement, before the
+    # relay's reconnect (100 ms or more) finds it; a reconnect that wins the
+    # race makes the drop fail, so try again
+    def dropped():
+        try:
+            case.pg.query(DROP_AFTER_TERMINATE, {"slot": case.slot})
+            return True
+        except Exception as e:
+            say("retrying the drop: %s" % str(e).strip())
+            return False
+    wait_for(dropped, 60, "dropping the slot between the relay's sessions")
+    try:
+        rc = relay.wait(timeout=60)
+    except Exception:
+        raise AssertionError("relay still running 60 s after its slot was dropped\n" + relay.log)
+    assert rc == EXIT_ENV, "exit %s after the slot was dropped\n%s" % (rc, relay.log)
+    assert "is gone" in relay.log, relay.log
+    assert case.slot_info() is None, "the relay recreated the slot"
