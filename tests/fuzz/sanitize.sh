@@ -16,7 +16,8 @@
 #   tests/fuzz/sanitize.sh build-asan --suite unit --suite integration
 #
 # The unit suite includes the fuzz targets' replays of tests/fuzz/corpus/
-# and tests/fuzz/regressions/. Works with gcc and clang (CC=clang).
+# and tests/fuzz/regressions/. CC=clang (on a new BUILDDIR) builds with
+# clang instead of the default compiler.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
