@@ -157,6 +157,22 @@ def _rfc3339(text):
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+class EnvMeter:
+    """What else the machine did during a run: CPU seconds of the Kafka
+    broker's JVM (every contestant but the decode limit makes it work, on the
+    same cores) and the machine's busy share (other tenants included)."""
+
+    def __init__(self, kafka_pid):
+        self.kafka_pid = kafka_pid
+        self.kafka0 = measure.cpu_of(kafka_pid)
+        self.machine = measure.MachineBusy()
+
+    def figures(self):
+        k = measure.cpu_of(self.kafka_pid)
+        return {"kafka_cpu_s": None if k is None or self.kafka0 is None else k - self.kafka0,
+                "machine_busy_pct": self.machine.busy()}
+
+
 class Base:
     key = label = plugin = None
 
@@ -202,6 +218,7 @@ class Decode(Base):
     def backlog(self, tag, rows, target):
         from harness import format_lsn
         ws = Walsender(self.ctx.pg, self.slot)
+        env = self.ctx.env_meter()
         child = Child(self.argv("/dev/null", format_lsn(target)), self.log(tag))
         done = threading.Event()
 
@@ -221,8 +238,8 @@ class Decode(Base):
             return Result(ok=False, note="no exit within the timeout")
         confirmed = workload.confirmed_lsn(self.ctx.pg, self.slot) or 0
         ok = rc == 0
-        return Result(ok=ok, elapsed_s=elapsed, rows=rows, cpu_s=child.cpu_s, rss_kb=child.rss_kb,
-                      walsender_cpu_s=wcpu, confirmed_past_target=confirmed >= target,
+        return Result(env.figures(), ok=ok, elapsed_s=elapsed, rows=rows, cpu_s=child.cpu_s,
+                      rss_kb=child.rss_kb, walsender_cpu_s=wcpu, confirmed_past_target=confirmed >= target,
                       start_s=ws.active_at - child.t0 if ws.active_at else None,
                       note="" if ok else "exit %s: %s" % (rc, child.log_tail(500)))
 
@@ -274,6 +291,7 @@ class Broker(Base):
 
     def backlog(self, tag, rows, target):
         topic = self.topic(tag)
+        env = self.ctx.env_meter()
         child = Child(self.argv(topic, ["-n", str(rows)]), self.log(tag))
         rc, elapsed = child.wait_exit(self.ctx.timeout(rows))
         if rc is None:
@@ -282,7 +300,7 @@ class Broker(Base):
         acked = self.ctx.offsets.count(topic, self.ctx.partitions)
         summary = self._summary(child)
         ok = rc == 0 and acked == rows
-        return Result(ok=ok, elapsed_s=elapsed, rows=acked, cpu_s=child.cpu_s,
+        return Result(env.figures(), ok=ok, elapsed_s=elapsed, rows=acked, cpu_s=child.cpu_s,
                       rss_kb=child.rss_kb, walsender_cpu_s=None,
                       note="" if ok else "exit %s, %d of %d in Kafka: %s" % (rc, acked, rows, summary))
 
@@ -321,6 +339,7 @@ class _ToKafka(Base):
         ctx = self.ctx
         topic = self.topic(tag)
         ws = Walsender(ctx.pg, self.slot)
+        env = ctx.env_meter()
         child = self.spawn(tag, topic)
         acked = [0]
 
@@ -339,6 +358,7 @@ class _ToKafka(Base):
             elapsed = time.monotonic() - child.t0
             child.stats.sample()
             cpu, rss, wcpu = child.stats.cpu_s, child.stats.rss_kb, ws.cpu_s()
+            envf = env.figures()
         finally:
             ws.stop()
             rc = child.stop()
@@ -346,7 +366,7 @@ class _ToKafka(Base):
             acked[0], rows, workload.confirmed_lsn(ctx.pg, self.slot))
         if ok and rc not in (0, 130, 143, -15):
             note = "exit code %s on SIGTERM" % rc
-        return Result(ok=ok, elapsed_s=elapsed, rows=acked[0], cpu_s=cpu, rss_kb=rss,
+        return Result(envf, ok=ok, elapsed_s=elapsed, rows=acked[0], cpu_s=cpu, rss_kb=rss,
                       walsender_cpu_s=wcpu, exit_code=rc, note=note,
                       start_s=ws.active_at - child.t0 if ws.active_at else None)
 
@@ -390,7 +410,31 @@ class Relay(_ToKafka):
         argv = [ctx.relay_bin, "-d", ctx.pg.conninfo(workload.DBNAME), "-S", self.slot,
                 "-t", "public.outbox", "-b", ctx.kafka.bootstrap, "--topic", template,
                 "-s", "%g" % ctx.status_interval]
+        if ctx.profile:
+            # perf stays the parent; the relay's CPU is counted with perf's own.
+            # DWARF call graphs: libc and librdkafka have no frame pointers.
+            argv = ["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,8192", "-o",
+                    os.path.join(ctx.workdir, "relay-%s.perf.data" % tag), "--"] + argv
         return Child(argv, self.log(tag))
+
+    def profile_report(self, tag, lines=28):
+        """Where the relay spent CPU on workload tag (--profile): the symbols
+        with the most inclusive time (unresolved addresses left out), then the
+        most self time."""
+        data = os.path.join(self.ctx.workdir, "relay-%s.perf.data" % tag)
+        if not os.path.exists(data):
+            return None
+        out = []
+        for mode, limit in (("--children", "3"), ("--no-children", "1.5")):
+            cp = subprocess.run(["perf", "report", "-i", data, "--stdio", mode, "--sort", "sym",
+                                 "-g", "none", "--percent-limit", limit],
+                                capture_output=True, text=True, timeout=600)
+            body = [ln.rstrip() for ln in cp.stdout.splitlines()
+                    if ln.strip() and not ln.startswith("#") and " 0x" not in ln
+                    and "[k] entry_SYSCALL" not in ln]
+            out.append("  %s:" % ("inclusive (children)" if mode == "--children" else "self"))
+            out += ["  " + ln for ln in body[:lines]]
+        return "\n".join(out)
 
 
 class Debezium(_ToKafka):

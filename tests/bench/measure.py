@@ -17,6 +17,7 @@ import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -116,10 +117,39 @@ class ProcStats:
         self._thread.join(timeout=5)
 
 
+class MachineBusy:
+    """Share of the machine's CPU time (all cores, all processes, ours and any
+    other tenant's) that was busy between start and busy(), from /proc/stat:
+    tells whether a figure was taken on a saturated machine."""
+
+    def __init__(self):
+        self.t0 = self._read()
+
+    @staticmethod
+    def _read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)   # idle + iowait
+        return sum(v[:8]), idle
+
+    def busy(self):
+        total, idle = self._read()
+        dt, di = total - self.t0[0], idle - self.t0[1]
+        return 100.0 * (dt - di) / dt if dt > 0 else None
+
+
 def cpu_of(pid):
     """utime+stime seconds of one process now (None when gone)."""
     st = _read_stat(pid) if pid else None
     return None if st is None else st[0]
+
+
+def create_topic(bootstrap, name, partitions, timeout=30):
+    """Create a topic (like harness.KafkaBroker.create_topic, without the
+    client's informational log lines in the benchmark's output)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                  replication_factor=1)])[name].result(timeout=timeout)
 
 
 class Offsets:

@@ -98,6 +98,9 @@ def parse_args(argv):
                         "seconds (default 1)")
     p.add_argument("--json", default=env_default("json", None), help="also write all figures here")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
+    p.add_argument("--profile", action="store_true",
+                   help="run the relay under `perf record -g` and print where it spends CPU "
+                        "(its figures then include perf's overhead)")
     p.add_argument("--relay-bin", default=os.environ.get("OUTBOX_RELAY_BIN"),
                    help="outbox-relay binary (default $OUTBOX_RELAY_BIN or build/src/outbox-relay)")
     p.add_argument("--bare-producer", default=os.environ.get("BENCH_BARE_PRODUCER"),
@@ -148,17 +151,21 @@ class Context:
         self.relay_bin, self.bare_producer = args.relay_bin, args.bare_producer
         self.payload_bytes = args.payload_bytes
         self.warmup = args.warmup
+        self.profile = args.profile
         self.status_interval = args.status_interval   # seconds
         self.offsets = measure.Offsets(self.kafka.bootstrap)
         self.ce_source = "postgresql://%s/%s/public.outbox" % (self.pg.system_identifier(),
                                                                 workload.DBNAME)
+
+    def env_meter(self):
+        return contestants.EnvMeter(self.kafka.pid)
 
     def timeout(self, rows):
         """How long a backlog drain may take before it counts as failed, s."""
         return 120 + rows / 1000.0
 
     def create_topic(self, topic):
-        self.kafka.create_topic(topic, partitions=self.partitions)
+        measure.create_topic(self.kafka.bootstrap, topic, self.partitions)
 
     def wait_slot_active(self, slot, child, timeout=180):
         def active():
@@ -182,6 +189,7 @@ class Context:
         ws = contestants.Walsender(self.pg, slot) if slot else None
         if ws:
             ws.poll()
+        env = self.env_meter()
         child.stats.sample()
         cpu0, wcpu0 = child.stats.cpu_s, (ws.cpu_s() if ws else None)
         count0 = count()
@@ -212,7 +220,8 @@ class Context:
                      if window[0] <= origin <= window[1])
         got = count() - count0
         return contestants.Result(
-            ok=ok, rows=got, expected=expected, insert_tps=tps, measured_rows=len(lat),
+            env.figures(), ok=ok, rows=got, expected=expected, insert_tps=tps,
+            measured_rows=len(lat),
             cpu_s=cpu1 - cpu0, rss_kb=child.rss_kb,
             walsender_cpu_s=(wcpu1 - wcpu0) if ws and wcpu0 is not None else None,
             p50_ms=measure.percentile(lat, 50), p99_ms=measure.percentile(lat, 99),
@@ -241,38 +250,42 @@ def _ratio(a, b):
 
 def backlog_table(title, results, order, labels):
     lines = [title,
-             "  %-15s %8s %8s %10s %11s %13s %8s  %s" % ("contestant", "time s", "start s",
-                                                         "rows/s", "CPU s/Mrow", "server s/Mrow",
-                                                         "RSS MB", "note")]
+             "  %-15s %8s %8s %10s %11s %13s %12s %8s %6s  %s" % (
+                 "contestant", "time s", "start s", "rows/s", "CPU s/Mrow", "server s/Mrow",
+                 "kafka s/Mrow", "RSS MB", "busy%", "note")]
     for key in order:
         r = results.get(key)
         if r is None:
             continue
-        lines.append("  %-15s %8s %8s %10s %11s %13s %8s  %s" % (
+        lines.append("  %-15s %8s %8s %10s %11s %13s %12s %8s %6s  %s" % (
             labels[key], _f(r.get("elapsed_s"), "%.2f"), _f(r.get("start_s"), "%.2f"),
             _f(_rows_per_s(r), "%.0f"),
             _f(_per_mrow(r.get("cpu_s"), r.get("rows")), "%.2f"),
             _f(_per_mrow(r.get("walsender_cpu_s"), r.get("rows")), "%.2f"),
+            _f(_per_mrow(r.get("kafka_cpu_s"), r.get("rows")), "%.2f"),
             _f(r.get("rss_kb") and r["rss_kb"] / 1024.0, "%.1f"),
+            _f(r.get("machine_busy_pct"), "%.0f"),
             ("FAILED: " if not r.get("ok") else "") + (r.get("note") or "")))
     return lines
 
 
 def steady_table(title, results, order, labels):
     lines = [title,
-             "  %-15s %8s %8s %8s %8s %9s %7s %11s %13s %8s  %s" % (
+             "  %-15s %8s %8s %8s %8s %9s %7s %11s %13s %12s %8s %6s  %s" % (
                  "contestant", "rows", "tx/s in", "p50 ms", "p99 ms", "max ms", "tail s",
-                 "CPU s/Mrow", "server s/Mrow", "RSS MB", "keeps up")]
+                 "CPU s/Mrow", "server s/Mrow", "kafka s/Mrow", "RSS MB", "busy%", "keeps up")]
     for key in order:
         r = results.get(key)
         if r is None:
             continue
-        lines.append("  %-15s %8s %8s %8s %8s %9s %7s %11s %13s %8s  %s" % (
+        lines.append("  %-15s %8s %8s %8s %8s %9s %7s %11s %13s %12s %8s %6s  %s" % (
             labels[key], r.get("rows"), _f(r.get("insert_tps"), "%.0f"),
             _f(r.get("p50_ms"), "%.1f"), _f(r.get("p99_ms"), "%.1f"), _f(r.get("max_ms"), "%.1f"),
             _f(r.get("tail_s"), "%.2f"), _f(_per_mrow(r.get("cpu_s"), r.get("rows")), "%.2f"),
             _f(_per_mrow(r.get("walsender_cpu_s"), r.get("rows")), "%.2f"),
+            _f(_per_mrow(r.get("kafka_cpu_s"), r.get("rows")), "%.2f"),
             _f(r.get("rss_kb") and r["rss_kb"] / 1024.0, "%.1f"),
+            _f(r.get("machine_busy_pct"), "%.0f"),
             ("yes" if r.get("keeps_up") else "no") +
             ("" if r.get("ok") else "  FAILED: " + (r.get("note") or ""))))
     return lines
@@ -358,7 +371,9 @@ def render(args, results, labels, order, notes):
               "broker: until every delivery report); start s: of which until its slot was "
               "active; rows/s: N / time s.",
               "CPU s/Mrow: user+sys of the contestant's processes; server s/Mrow: of the "
-              "walsender serving its slot. RSS: peak (VmHWM).",
+              "walsender serving its slot; kafka s/Mrow: of the broker's JVM meanwhile (same "
+              "cores); busy%: the whole machine's busy CPU share meanwhile, other tenants "
+              "included. RSS: peak (VmHWM).",
               "latency: commit timestamp (track_commit_timestamp) to receipt by one Kafka consumer; "
               "decode: to receipt of the commit by pg_recvlogical's reader; broker: produce time "
               "to receipt; rows committed in the warm-up are left out. tail s: last row received "
@@ -412,6 +427,11 @@ def main(argv=None):
                     traceback.print_exc()
                     r = contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
                 p.cleanup()
+                if args.profile and key == "relay":
+                    report = p.profile_report(wl)
+                    if report:
+                        notes.append("perf profile of the relay, %s backlog:\n%s"
+                                     % (wl, report))
                 results[wl][key] = r
                 print("bench: %s %s: %s" % (wl, key, json.dumps(r)), flush=True)
                 if not r.get("ok"):
