@@ -87,9 +87,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
         (void)rk;
-        if (level <= 3)
-                log_msg(LOG_LEVEL_ERROR, "kafka %s: %s", fac, buf);
-        else if (level <= 4)
+        /* librdkafka retries what it logs at LOG_ERR (a refused connection): a warning here. */
+        if (level <= 4)
                 log_msg(LOG_LEVEL_WARNING, "kafka %s: %s", fac, buf);
         else if (level <= 6)
                 log_msg(LOG_LEVEL_INFO, "kafka %s: %s", fac, buf);
@@ -157,8 +156,9 @@ int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_e
         rd_kafka_conf_set_opaque(kc, p);
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, kerr, sizeof(kerr));
         if (!p->rk) {
+                /* rd_kafka_new() checks the settings together (e.g. idempotence limits). */
                 snprintf(err, errlen, "cannot create the Kafka producer: %s", kerr);
-                r = -EIO;
+                r = -EINVAL;
                 goto fail_conf;
         }
         if (pipe2(p->pipefd, O_NONBLOCK | O_CLOEXEC) < 0) {
@@ -263,6 +263,54 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
         }
         rd_kafka_metadata_destroy(md);
         return 0;
+}
+
+int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_ms, int64_t *ret_bytes,
+                             char *err, size_t errlen)
+{
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+        rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(p->rk);
+        rd_kafka_event_t *ev;
+        const rd_kafka_DescribeConfigs_result_t *result;
+        const rd_kafka_ConfigResource_t **rs;
+        size_t nrs = 0;
+        int r = -EIO;
+
+        rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, NULL, 0);
+        rd_kafka_DescribeConfigs(p->rk, &res, 1, opts, q);
+        ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+        snprintf(err, errlen, "no answer to DescribeConfigs within %d ms", timeout_ms);
+        if (ev && rd_kafka_event_error(ev)) {
+                snprintf(err, errlen, "%s", rd_kafka_event_error_string(ev));
+        } else if (ev && (result = rd_kafka_event_DescribeConfigs_result(ev)) &&
+                   (rs = rd_kafka_DescribeConfigs_result_resources(result, &nrs)) && nrs == 1) {
+                const rd_kafka_ConfigEntry_t **entries;
+                size_t n = 0;
+
+                if (rd_kafka_ConfigResource_error(rs[0])) {
+                        snprintf(err, errlen, "%s", rd_kafka_ConfigResource_error_string(rs[0]));
+                } else {
+                        entries = rd_kafka_ConfigResource_configs(rs[0], &n);
+                        for (size_t i = 0; i < n; i++) {
+                                const char *v = rd_kafka_ConfigEntry_value(entries[i]);
+
+                                if (strcmp(rd_kafka_ConfigEntry_name(entries[i]), "max.message.bytes") == 0 &&
+                                    v) {
+                                        *ret_bytes = strtoll(v, NULL, 10);
+                                        r = 0;
+                                }
+                        }
+                        if (r < 0)
+                                snprintf(err, errlen, "the topic's configuration has no max.message.bytes");
+                }
+        }
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_AdminOptions_destroy(opts);
+        rd_kafka_ConfigResource_destroy(res);
+        return r;
 }
 
 int producer_fatal_error(struct producer *p, char *buf, size_t size)

@@ -64,7 +64,8 @@ typedef void producer_error_fn(void *ctx, int fatal, int err, const char *reason
  * bounds). @dr and @on_error are called from producer_poll() with @ctx.
  * Returns 0 and *ret_producer (owned by the caller; free with
  * producer_free()), or -EINVAL with librdkafka's reason in @err for a
- * property it refuses, -EIO if the producer cannot be created.
+ * property it refuses or settings that do not go together (rd_kafka_new),
+ * -EIO if the notification pipe cannot be made.
  */
 int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_error_fn *on_error,
                  void *ctx, struct producer **ret_producer, char *err, size_t errlen);
@@ -107,6 +108,15 @@ int producer_outq_len(struct producer *p);
  * librdkafka's reason in @err.
  */
 int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen);
+
+/*
+ * producer_topic_max_bytes() - the topic's max.message.bytes (the largest
+ * record batch the broker accepts for it), asked with DescribeConfigs and
+ * waiting up to @timeout_ms. Blocks; meant for the rare error path. Returns
+ * 0 and sets *ret_bytes, or -EIO with the reason in @err.
+ */
+int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_ms, int64_t *ret_bytes,
+                             char *err, size_t errlen);
 
 /*
  * producer_fatal_error() - after a fatal error event: the underlying error

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,11 +162,64 @@ static bool valid_topic_char(char c)
                c == '.' || c == '_' || c == '-';
 }
 
+/*
+ * Render the topic template into spec->topic. Returns 0, -EINVAL for a NULL
+ * template column, -EDOM for a name Kafka refuses; sets *ret_len when the
+ * text was rendered (also when refused for its characters), else SIZE_MAX.
+ */
+static int render_topic(struct record_spec *spec, const struct w2j_value **f, size_t *ret_len,
+                        char *err, size_t errlen)
+{
+        size_t o = 0;
+
+        *ret_len = SIZE_MAX;
+        for (size_t s = 0; s < spec->nsegs; s++) {
+                const struct segment *g = &spec->segs[s];
+                const char *text = g->literal;
+                size_t len = g->len;
+
+                if (!text) {
+                        if (f[g->column]->is_null) {
+                                snprintf(err, errlen, "the topic template column \"%s\" is NULL",
+                                         spec->names[g->column]);
+                                return -EINVAL;
+                        }
+                        text = f[g->column]->ptr;
+                        len = f[g->column]->len;
+                }
+                if (o + len > RECORD_TOPIC_MAX) {
+                        snprintf(err, errlen, "the topic rendered from the template is longer "
+                                 "than Kafka's %d bytes", RECORD_TOPIC_MAX);
+                        return -EDOM;
+                }
+                memcpy(spec->topic + o, text, len);
+                o += len;
+        }
+        spec->topic[o] = '\0';
+        *ret_len = o;
+        for (size_t i = 0; i < o; i++) {
+                if (!valid_topic_char(spec->topic[i])) {
+                        snprintf(err, errlen, "the topic \"%.*s\" is not a valid Kafka topic name "
+                                 "(only letters, digits, '.', '_' and '-' are allowed)",
+                                 (int)(o > 300 ? 300 : o), spec->topic);
+                        return -EDOM;
+                }
+        }
+        if (o == 0 || (o == 1 && spec->topic[0] == '.') ||
+            (o == 2 && spec->topic[0] == '.' && spec->topic[1] == '.')) {
+                snprintf(err, errlen, "the topic \"%s\" is not a valid Kafka topic name", spec->topic);
+                return -EDOM;
+        }
+        return 0;
+}
+
 int record_extract(struct record_spec *spec, const struct w2j_record *rec, struct outbox_row *ret_row,
                    char *err, size_t errlen)
 {
         const struct w2j_value **f = spec->found;
-        size_t o = 0;
+        char terr[512];
+        size_t tlen;
+        int trc;
 
         memset(f, 0, spec->nnames * sizeof(*f));
         for (size_t c = 0; c < rec->ncolumns; c++)
@@ -181,6 +235,12 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                         snprintf(err, errlen, "the row has no column \"%s\"", spec->names[i]);
                         return -ENOENT;
                 }
+        }
+        /* The topic first, so that a row refused for another reason still names it. */
+        trc = render_topic(spec, f, &tlen, terr, sizeof(terr));
+        if (tlen != SIZE_MAX) {
+                ret_row->topic = spec->topic;
+                ret_row->topic_len = tlen;
         }
         if (f[COL_ID]->is_null || f[COL_ID]->len == 0) {
                 snprintf(err, errlen, "the work ID column \"%s\" is %s", spec->names[COL_ID],
@@ -215,43 +275,7 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                 }
                 cJSON_Delete(j);
         }
-        for (size_t s = 0; s < spec->nsegs; s++) {
-                const struct segment *g = &spec->segs[s];
-                const char *text = g->literal;
-                size_t len = g->len;
-
-                if (!text) {
-                        if (f[g->column]->is_null) {
-                                snprintf(err, errlen, "the topic template column \"%s\" is NULL",
-                                         spec->names[g->column]);
-                                return -EINVAL;
-                        }
-                        text = f[g->column]->ptr;
-                        len = f[g->column]->len;
-                }
-                if (o + len > RECORD_TOPIC_MAX) {
-                        snprintf(err, errlen, "the topic rendered from the template is longer "
-                                 "than Kafka's %d bytes", RECORD_TOPIC_MAX);
-                        return -EDOM;
-                }
-                memcpy(spec->topic + o, text, len);
-                o += len;
-        }
-        spec->topic[o] = '\0';
-        for (size_t i = 0; i < o; i++) {
-                if (!valid_topic_char(spec->topic[i])) {
-                        snprintf(err, errlen, "the topic \"%.*s\" is not a valid Kafka topic name "
-                                 "(only letters, digits, '.', '_' and '-' are allowed)",
-                                 (int)(o > 300 ? 300 : o), spec->topic);
-                        return -EDOM;
-                }
-        }
-        if (o == 0 || (o == 1 && spec->topic[0] == '.') ||
-            (o == 2 && spec->topic[0] == '.' && spec->topic[1] == '.')) {
-                snprintf(err, errlen, "the topic \"%s\" is not a valid Kafka topic name", spec->topic);
-                return -EDOM;
-        }
-        ret_row->topic = spec->topic;
-        ret_row->topic_len = o;
-        return 0;
+        if (trc < 0)
+                snprintf(err, errlen, "%s", terr);
+        return trc;
 }

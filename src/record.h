@@ -55,7 +55,10 @@ void record_spec_template_columns(const struct record_spec *spec, const char *co
  * record_extract() - find the parts of @rec's Kafka record. Pointers in
  * @ret_row borrow from @rec and @spec (the topic), valid until the next call
  * or the next w2j_decode(). On failure @ret_row still holds the columns found
- * (NULL where missing) and no topic, so the row can be dead-lettered. The type column may be missing (ce_type is then
+ * (NULL where missing), and the topic whenever it could be rendered (also
+ * a name Kafka refuses, unless too long), so the row can be dead-lettered
+ * with its intended topic. The row's own problems (ID, key, payload) are
+ * reported before the topic's. The type column may be missing (ce_type is then
  * left out); the others may not.
  *
  * Returns 0, or with a reason naming the column in @err:

@@ -47,6 +47,7 @@
 #define STOPPING_GAP_MS 200
 #define STOPPING_GRACE_MS 2000    /* then let acks drain this long before ending the stream */
 #define MAX_HEADERS 16
+#define TOPIC_LIMITS 16           /* topics whose max.message.bytes is remembered */
 
 enum { SESSION_ENDED, SESSION_SLOT_BUSY };
 
@@ -93,6 +94,12 @@ struct relay {
 
         struct metrics_counters c;
         uint64_t ignored[W2J_UNKNOWN + 1];
+
+        struct {
+                char name[RECORD_TOPIC_MAX + 1];
+                int64_t max_bytes;
+        } limits[TOPIC_LIMITS];   /* learned after the broker refused a batch as too large */
+        unsigned next_limit;
 };
 
 static int64_t mono_ms(void)
@@ -155,14 +162,17 @@ static void format_rfc3339(int64_t us, char *buf, size_t size)
                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
 }
 
-/* Append @s percent-encoded (RFC 3986 unreserved characters kept). */
-static size_t append_pct(char *buf, size_t o, size_t size, const char *s)
+/*
+ * Append @s percent-encoded (RFC 3986 unreserved characters kept, but '.'
+ * encoded when @dot is false, so that it can separate schema and table).
+ */
+static size_t append_pct(char *buf, size_t o, size_t size, const char *s, bool dot)
 {
         static const char hex[] = "0123456789ABCDEF";
 
         for (const unsigned char *p = (const unsigned char *)s; *p && o + 4 < size; p++) {
                 if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+                    *p == '-' || *p == '_' || *p == '~' || (*p == '.' && dot)) {
                         buf[o++] = (char)*p;
                 } else {
                         buf[o++] = '%';
@@ -174,19 +184,56 @@ static size_t append_pct(char *buf, size_t o, size_t size, const char *s)
         return o;
 }
 
-/* ce_source: postgresql://<system identifier>/<database>/<schema>.<table>, percent-encoded. */
+/*
+ * ce_source: postgresql://<system identifier>/<database>/<schema>.<table>,
+ * percent-encoded, with '.' inside the schema and table names encoded too.
+ */
 static size_t format_source(const struct relay *r, const char *schema, const char *table, char *buf,
                             size_t size)
 {
         size_t o = (size_t)snprintf(buf, size, "postgresql://%s/", r->system_id);
 
-        o = append_pct(buf, o, size, r->pre.dbname);
+        o = append_pct(buf, o, size, r->pre.dbname, true);
         if (o + 1 < size)
                 buf[o++] = '/';
-        o = append_pct(buf, o, size, schema);
+        o = append_pct(buf, o, size, schema, false);
         if (o + 1 < size)
                 buf[o++] = '.';
-        return append_pct(buf, o, size, table);
+        return append_pct(buf, o, size, table, false);
+}
+
+static int hex_digit(char c)
+{
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 :
+               c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/*
+ * 'table "schema"."name"' from a ce_source header written by format_source(),
+ * into @buf; "an unknown table" if it has no such form.
+ */
+static const char *table_of_source(const char *source, char *buf, size_t size)
+{
+        const char *p = strrchr(source, '/');
+        size_t o;
+
+        if (!p || !strchr(p, '.')) {
+                snprintf(buf, size, "an unknown table");
+                return buf;
+        }
+        o = (size_t)snprintf(buf, size, "table \"");
+        for (p++; *p && o + 5 < size; p++) {
+                if (*p == '.') {
+                        o += (size_t)snprintf(buf + o, size - o, "\".\"");
+                } else if (*p == '%' && hex_digit(p[1]) >= 0 && hex_digit(p[2]) >= 0) {
+                        buf[o++] = (char)(hex_digit(p[1]) * 16 + hex_digit(p[2]));
+                        p += 2;
+                } else {
+                        buf[o++] = *p;
+                }
+        }
+        snprintf(buf + o, size - o, "\"");
+        return buf;
 }
 
 static bool backpressured(const struct relay *r)
@@ -277,23 +324,75 @@ static const char *operator_name(void)
 }
 
 /*
+ * A message sent again after the broker refused its batch as too large
+ * while the message alone fits: the flag rides in the Kafka opaque next to
+ * the ledger ticket (whose sequence never reaches bit 47) and is masked off
+ * before the ledger sees it.
+ */
+#define TICKET_RESENT (UINT64_C(1) << 47)
+
+/* Record batch overhead (Kafka protocol, RecordBatch v2 header) and per-record varints, bytes. */
+#define BATCH_OVERHEAD 61
+#define RECORD_OVERHEAD 24
+
+/* An upper estimate of the bytes a record takes alone in a batch, for max.message.bytes. */
+static size_t record_size(size_t key_len, size_t value_len, const struct producer_header *h, size_t nh)
+{
+        size_t n = BATCH_OVERHEAD + RECORD_OVERHEAD + key_len + value_len;
+
+        for (size_t i = 0; i < nh; i++)
+                n += strlen(h[i].name) + h[i].len + 10;
+        return n;
+}
+
+/* The topic's max.message.bytes if known (learned after a refusal), else 0. */
+static int64_t topic_limit(const struct relay *r, const char *topic)
+{
+        for (int i = 0; i < TOPIC_LIMITS; i++)
+                if (r->limits[i].max_bytes && strcmp(r->limits[i].name, topic) == 0)
+                        return r->limits[i].max_bytes;
+        return 0;
+}
+
+/* Ask the cluster for the topic's max.message.bytes and remember it. Returns it, or 0. */
+static int64_t learn_topic_limit(struct relay *r, const char *topic)
+{
+        char err[ERRLEN];
+        int64_t bytes = 0;
+        int slot = r->next_limit++ % TOPIC_LIMITS;
+
+        if (producer_topic_max_bytes(r->prod, topic, 5000, &bytes, err, sizeof(err)) < 0) {
+                log_warning("cannot read max.message.bytes of topic \"%s\": %s", topic, err);
+                return 0;
+        }
+        snprintf(r->limits[slot].name, sizeof(r->limits[slot].name), "%s", topic);
+        r->limits[slot].max_bytes = bytes;
+        return bytes;
+}
+
+/*
  * Send a row that cannot be published to the dead-letter topic under
  * @ticket (the message the ledger waits for): original key, value and
  * headers, plus the reason, the intended topic and the error code.
- * Returns 0, or a negative errno after recording the failure.
+ * @work_id and @lsn_text name the row in errors. Returns 0, or a negative
+ * errno after recording the failure.
  */
 static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, const char *key,
                        size_t key_len, const char *value, size_t value_len,
                        const struct producer_header *orig, size_t norig, const char *code,
-                       const char *reason, int64_t timestamp_ms)
+                       const char *reason, int64_t timestamp_ms, const char *work_id,
+                       const char *lsn_text)
 {
         struct producer_header h[MAX_HEADERS + 4];
-        char err[ERRLEN];
+        char err[ERRLEN], source[1024] = "", table[512];
         size_t nh = 0;
         int ret;
 
-        for (size_t i = 0; i < norig && nh < MAX_HEADERS; i++)
+        for (size_t i = 0; i < norig && nh < MAX_HEADERS; i++) {
                 h[nh++] = orig[i];
+                if (strcmp(orig[i].name, "ce_source") == 0)
+                        snprintf(source, sizeof(source), "%.*s", (int)orig[i].len, orig[i].value);
+        }
         h[nh++] = (struct producer_header){"outbox_relay_error", reason, strlen(reason)};
         h[nh++] = (struct producer_header){"outbox_relay_error_code", code, strlen(code)};
         h[nh++] = (struct producer_header){"outbox_relay_topic", topic ? topic : "",
@@ -310,8 +409,12 @@ static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, cons
                 poll(NULL, 0, 10);
         }
         if (ret < 0) {
-                fail(r, RELAY_EXIT_DATA, "the dead-letter publish to \"%s\" failed too: %s; stopping "
-                     "(nothing from this transaction on is confirmed)", r->conf->dead_letter_topic, err);
+                fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (%s, transaction "
+                     "ending at LSN %s) to \"%s\" failed too: %s. Stopping: nothing from this "
+                     "transaction on is confirmed. Let the dead-letter topic take the row (e.g. raise "
+                     "its max.message.bytes and -X message.max.bytes) and restart, or skip it: "
+                     "--skip-transaction=%s", work_id, table_of_source(source, table, sizeof(table)),
+                     lsn_text, r->conf->dead_letter_topic, err, lsn_text);
                 return ret;
         }
         r->c.dead_lettered++;
@@ -330,15 +433,43 @@ static size_t message_bytes(const struct outbox_row *row)
         return n;
 }
 
+/*
+ * The broker refused the batch holding this message as too large. If the
+ * message alone fits the topic's max.message.bytes, it only shared a batch
+ * with an oversized one: send it again (once). Returns true if it was.
+ */
+static bool resend_if_collateral(struct relay *r, const struct producer_report *rep)
+{
+        int64_t limit;
+        size_t size;
+        char err[ERRLEN], work_id[256];
+
+        if (rep->err != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || (rep->ticket & TICKET_RESENT))
+                return false;
+        limit = topic_limit(r, rep->topic);
+        if (!limit)
+                limit = learn_topic_limit(r, rep->topic);
+        size = record_size(rep->key_len, rep->value_len, rep->headers, rep->nheaders);
+        if (!limit || (int64_t)size > limit)
+                return false;
+        producer_header_value(rep, "ce_id", work_id, sizeof(work_id));
+        log_info("the broker refused a batch holding work ID \"%s\" as too large for topic \"%s\", "
+                 "but this record (about %zu bytes) fits its max.message.bytes of %" PRId64 ": "
+                 "sending it again", work_id, rep->topic, size, limit);
+        return producer_send(r->prod, rep->topic, rep->key, rep->key_len, rep->value, rep->value_len,
+                             0, rep->headers, rep->nheaders, rep->ticket | TICKET_RESENT, err,
+                             sizeof(err)) == 0;
+}
+
 /* Delivery report. @locality: the main thread, from producer_poll(). */
 static void on_delivery(void *ctx, const struct producer_report *rep)
 {
         struct relay *r = ctx;
-        char work_id[256], lsn[32];
-        bool to_dlq;
+        char work_id[256], lsn[32], xid[16], source[1024], reason[1024], table[512];
+        uint64_t ticket = rep->ticket & ~TICKET_RESENT;
 
         if (rep->err == 0) {
-                if (ledger_ack(r->ledger, rep->ticket) == 0) {
+                if (ledger_ack(r->ledger, ticket) == 0) {
                         size_t bytes = rep->key_len + rep->value_len;
 
                         r->inflight_bytes -= bytes < r->inflight_bytes ? bytes : r->inflight_bytes;
@@ -348,11 +479,15 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
         }
         producer_header_value(rep, "ce_id", work_id, sizeof(work_id));
         producer_header_value(rep, "ce_pglsn", lsn, sizeof(lsn));
-        to_dlq = strcmp(rep->topic, r->conf->dead_letter_topic) == 0;
-        if (to_dlq) {
-                fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (transaction ending "
-                     "at LSN %s) to \"%s\" failed: %s (%s); stopping: nothing from this transaction on "
-                     "is confirmed", work_id, lsn, rep->topic, rep->errstr, rep->errname);
+        producer_header_value(rep, "ce_pgxid", xid, sizeof(xid));
+        producer_header_value(rep, "ce_source", source, sizeof(source));
+        table_of_source(source, table, sizeof(table));
+        if (strcmp(rep->topic, r->conf->dead_letter_topic) == 0) {
+                fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (%s, transaction "
+                     "%s ending at LSN %s) to \"%s\" failed: %s (%s). Stopping: nothing from this "
+                     "transaction on is confirmed. Let the dead-letter topic take the row and "
+                     "restart, or skip it: --skip-transaction=%s", work_id, table,
+                     xid, lsn, rep->topic, rep->errstr, rep->errname, lsn);
                 return;
         }
         if (!row_error_code(rep->err)) {
@@ -364,25 +499,25 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
                 r->producer_broken = true;
                 return;
         }
+        if (resend_if_collateral(r, rep))
+                return;
+        r->c.row_errors++;
+        snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)",
+                 rep->topic, rep->errstr, rep->errname);
         if (r->conf->dead_letter ||
             (r->conf->dead_letter_transaction && lsn[0] &&
              strcmp(lsn, lsn_format(r->conf->dead_letter_transaction, (char[LSN_STRLEN]){0})) == 0)) {
-                char reason[512];
-
-                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s",
-                         rep->topic, rep->errstr);
-                log_warning("dead-lettering work ID \"%s\" (transaction ending at LSN %s): %s",
-                            work_id, lsn, reason);
-                dead_letter(r, rep->ticket, rep->topic, rep->key, rep->key_len, rep->value,
-                            rep->value_len, rep->headers, rep->nheaders, rep->errname, reason, 0);
+                log_warning("dead-lettering work ID \"%s\" of %s (transaction %s ending at LSN %s): %s",
+                            work_id, table, xid, lsn, reason);
+                dead_letter(r, ticket, rep->topic, rep->key, rep->key_len, rep->value,
+                            rep->value_len, rep->headers, rep->nheaders, rep->errname, reason, 0,
+                            work_id, lsn);
                 return;
         }
-        fail(r, RELAY_EXIT_DATA, "Kafka refused the message of work ID \"%s\" for topic \"%s\" "
-             "(transaction ending at LSN %s): %s (%s); nothing from this transaction on is confirmed. "
-             "Fix the topic or its limits and restart, or choose a remedy: "
-             "--dead-letter-transaction=%s or --skip-transaction=%s", work_id, rep->topic, lsn,
-             rep->errstr, rep->errname, lsn, lsn);
-        r->c.row_errors++;
+        fail(r, RELAY_EXIT_DATA, "cannot publish the row with work ID \"%s\" of %s (transaction %s "
+             "ending at LSN %s): %s. Nothing from this transaction on is confirmed. Fix the topic or "
+             "its limits and restart, or choose a remedy: --dead-letter-transaction=%s or "
+             "--skip-transaction=%s", work_id, table, xid, lsn, reason, lsn, lsn);
 }
 
 /* Error event from librdkafka. @locality: the main thread, from producer_poll(). */
@@ -404,51 +539,69 @@ static void on_kafka_error(void *ctx, int fatal, int err, const char *reason)
 }
 
 /*
+ * The CloudEvents binary-mode headers of a row, from what it has (a row that
+ * failed extraction may lack the ID or type). @source receives ce_source.
+ * Returns the number of headers written to @h (at most MAX_HEADERS).
+ */
+static size_t build_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
+                            struct producer_header *h, char *source, size_t source_size)
+{
+        size_t nh = 0;
+
+        format_source(r, rec->schema, rec->table, source, source_size);
+        h[nh++] = (struct producer_header){"ce_specversion", "1.0", 3};
+        if (row->id && !row->id->is_null)
+                h[nh++] = (struct producer_header){"ce_id", row->id->ptr, row->id->len};
+        if (row->type && !row->type->is_null)
+                h[nh++] = (struct producer_header){"ce_type", row->type->ptr, row->type->len};
+        h[nh++] = (struct producer_header){"ce_source", source, strlen(source)};
+        h[nh++] = (struct producer_header){"ce_time", r->time_text, strlen(r->time_text)};
+        h[nh++] = (struct producer_header){"content-type", "application/json", 16};
+        h[nh++] = (struct producer_header){"ce_pglsn", r->lsn_text, strlen(r->lsn_text)};
+        h[nh++] = (struct producer_header){"ce_pgxid", r->xid_text, strlen(r->xid_text)};
+        return nh;
+}
+
+/*
  * A row of the open transaction that cannot be published (found before
  * producing it): dead-letter it if the operator chose so, else stop.
+ * @row holds what extraction found; @topic is the intended topic, if any.
  */
 static void row_error(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
                       const char *topic, const char *code, const char *reason)
 {
-        char a[LSN_STRLEN];
-        const char *id = NULL;
+        char a[LSN_STRLEN], source[1024];
+        const char *id = row->id && !row->id->is_null ? row->id->ptr : "(none)";
+        struct producer_header h[MAX_HEADERS];
         ledger_ticket ticket;
+        size_t nh;
 
-        for (size_t i = 0; i < rec->ncolumns; i++)
-                if (strcmp(rec->columns[i].name, r->conf->id_column) == 0)
-                        id = rec->columns[i].value.ptr;
+        r->c.row_errors++;
         if (r->conf->dead_letter || r->operator_dead_letter) {
-                struct producer_header h[3];
-                size_t nh = 0;
-
-                if (id)
-                        h[nh++] = (struct producer_header){"ce_id", id, strlen(id)};
-                h[nh++] = (struct producer_header){"ce_pglsn", r->lsn_text, strlen(r->lsn_text)};
-                h[nh++] = (struct producer_header){"ce_pgxid", r->xid_text, strlen(r->xid_text)};
                 log_warning("dead-lettering work ID \"%s\" of table \"%s\".\"%s\" at LSN %s "
-                            "(transaction ending at LSN %s): %s", id ? id : "(none)", rec->schema,
-                            rec->table, lsn_format(rec->lsn, a), r->lsn_text, reason);
+                            "(transaction %u ending at LSN %s): %s", id, rec->schema, rec->table,
+                            lsn_format(rec->lsn, a), r->xid, r->lsn_text, reason);
                 if (ledger_add_message(r->ledger, &ticket) < 0) {
                         fail(r, RELAY_EXIT_RETRY, "row outside a transaction: the stream is malformed");
                         return;
                 }
-                if (dead_letter(r, ticket, topic, row && row->key && !row->key->is_null ? row->key->ptr : NULL,
-                                row && row->key ? row->key->len : 0,
-                                row && row->payload && !row->payload->is_null ? row->payload->ptr : NULL,
-                                row && row->payload ? row->payload->len : 0, h, nh, code, reason,
-                                r->commit_time_us / 1000) < 0)
+                nh = build_headers(r, rec, row, h, source, sizeof(source));
+                if (dead_letter(r, ticket, topic, row->key && !row->key->is_null ? row->key->ptr : NULL,
+                                row->key ? row->key->len : 0,
+                                row->payload && !row->payload->is_null ? row->payload->ptr : NULL,
+                                row->payload ? row->payload->len : 0, h, nh, code, reason,
+                                r->commit_time_us / 1000, id, r->lsn_text) < 0)
                         ledger_cancel_message(r->ledger, ticket);
                 else
                         r->inflight_bytes += message_bytes(row);
                 return;
         }
-        r->c.row_errors++;
         fail(r, RELAY_EXIT_DATA,
              "cannot publish the row with work ID \"%s\" of table \"%s\".\"%s\" at LSN %s "
              "(transaction %u ending at LSN %s): %s. Nothing from this transaction on is confirmed; "
              "fix the row or the relay's options and restart, or choose a remedy: "
              "--dead-letter-transaction=%s or --skip-transaction=%s",
-             id ? id : "(none)", rec->schema, rec->table, lsn_format(rec->lsn, a), r->xid, r->lsn_text,
+             id, rec->schema, rec->table, lsn_format(rec->lsn, a), r->xid, r->lsn_text,
              reason, r->lsn_text, r->lsn_text);
 }
 
@@ -458,15 +611,25 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         struct producer_header h[MAX_HEADERS];
         char err[ERRLEN], source[1024];
         ledger_ticket ticket;
-        size_t nh = 0;
+        int64_t limit;
+        size_t nh, size;
         int ret;
 
         ret = record_extract(r->spec, rec, &row, err, sizeof(err));
         if (ret < 0) {
-                row_error(r, rec, ret == -ENOENT || ret == -EINVAL || ret == -EILSEQ ? &row : NULL,
-                          ret == -EDOM ? NULL : row.topic,
+                row_error(r, rec, &row, row.topic,
                           ret == -EDOM ? "INVALID_TOPIC" : ret == -EILSEQ ? "INVALID_JSON" :
                           ret == -ENOENT ? "MISSING_COLUMN" : "NULL_VALUE", err);
+                return;
+        }
+        nh = build_headers(r, rec, &row, h, source, sizeof(source));
+        limit = topic_limit(r, row.topic);
+        size = record_size(row.key->len, row.payload->len, h, nh);
+        if (limit && (int64_t)size > limit) {
+                snprintf(err, sizeof(err), "the record (about %zu bytes) is larger than the topic's "
+                         "max.message.bytes of %" PRId64 "; raise the topic's limit or store less in "
+                         "the row", size, limit);
+                row_error(r, rec, &row, row.topic, "MSG_SIZE_TOO_LARGE", err);
                 return;
         }
         ret = ledger_add_message(r->ledger, &ticket);
@@ -475,16 +638,6 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                      "malformed", lsn_format(rec->lsn, source));
                 return;
         }
-        format_source(r, rec->schema, rec->table, source, sizeof(source));
-        h[nh++] = (struct producer_header){"ce_specversion", "1.0", 3};
-        h[nh++] = (struct producer_header){"ce_id", row.id->ptr, row.id->len};
-        if (row.type && !row.type->is_null)
-                h[nh++] = (struct producer_header){"ce_type", row.type->ptr, row.type->len};
-        h[nh++] = (struct producer_header){"ce_source", source, strlen(source)};
-        h[nh++] = (struct producer_header){"ce_time", r->time_text, strlen(r->time_text)};
-        h[nh++] = (struct producer_header){"content-type", "application/json", 16};
-        h[nh++] = (struct producer_header){"ce_pglsn", r->lsn_text, strlen(r->lsn_text)};
-        h[nh++] = (struct producer_header){"ce_pgxid", r->xid_text, strlen(r->xid_text)};
         for (;;) {
                 ret = producer_send(r->prod, row.topic, row.key->ptr, row.key->len,
                                     row.payload->is_null ? NULL : row.payload->ptr, row.payload->len,
@@ -507,10 +660,10 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 if (ret == -EMSGSIZE || ret == -ENOENT) {
                         char reason[ERRLEN + 256];
 
-                        snprintf(reason, sizeof(reason), "Kafka's producer refused it: %s%s", err,
-                                 ret == -EMSGSIZE ? " (payload larger than message.max.bytes; raise "
-                                 "it with -X message.max.bytes and the topic's max.message.bytes, or "
-                                 "store less in the row)" : "");
+                        snprintf(reason, sizeof(reason), "the producer refused it: %s%s",
+                                 ret == -EMSGSIZE ? "the message is larger than -X message.max.bytes "
+                                 "(raise it, and the topic's max.message.bytes, or store less in the "
+                                 "row)" : err, ret == -EMSGSIZE ? "" : "");
                         row_error(r, rec, &row, row.topic,
                                   ret == -EMSGSIZE ? "MSG_SIZE_TOO_LARGE" : "UNKNOWN_TOPIC", reason);
                         return;
@@ -1017,11 +1170,22 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
         }
         record_spec_allow_null_payload(r.spec, conf->null_tombstone);
         record_spec_template_columns(r.spec, &tcols, &ntcols);
+        /* The producer first: its settings are checked before a slot may be created. */
+        r.dec = w2j_decoder_new();
+        r.ledger = ledger_new(LSN_INVALID);
+        if (!r.dec || !r.ledger) {
+                fail(&r, RELAY_EXIT_RETRY, "out of memory");
+                goto out;
+        }
+        ret = producer_new(conf, on_delivery, on_kafka_error, &r, &r.prod, err, sizeof(err));
+        if (ret < 0) {
+                fail(&r, ret == -EINVAL ? RELAY_EXIT_USAGE : RELAY_EXIT_RETRY, "%s", err);
+                goto out;
+        }
         ret = preflight_run(conf, tcols, ntcols, &r.pre, err, sizeof(err));
         if (ret < 0) {
-                log_error("%s", err);
-                record_spec_free(r.spec);
-                return ret == -ECONNREFUSED ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT;
+                fail(&r, ret == -ECONNREFUSED ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT, "%s", err);
+                goto out;
         }
         r.status_interval_ms = conf->status_interval_ms;
         if (r.pre.wal_sender_timeout_ms > 0 && r.status_interval_ms > r.pre.wal_sender_timeout_ms / 2 - 100) {
@@ -1038,9 +1202,9 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
         else if (conf->skip_transaction)
                 log_warning("will skip the transaction ending at LSN %s (--skip-transaction, by %s)",
                             lsn_format(conf->skip_transaction, a), r.who);
-        r.dec = w2j_decoder_new();
+        ledger_free(r.ledger);
         r.ledger = ledger_new(r.pre.confirmed_flush_lsn);
-        if (!r.dec || !r.ledger || build_add_tables(conf, &add_tables) < 0) {
+        if (!r.ledger || build_add_tables(conf, &add_tables) < 0) {
                 fail(&r, RELAY_EXIT_RETRY, "out of memory");
                 goto out;
         }
@@ -1051,11 +1215,6 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                         fail(&r, RELAY_EXIT_USAGE, "%s", err);
                         goto out;
                 }
-        }
-        ret = producer_new(conf, on_delivery, on_kafka_error, &r, &r.prod, err, sizeof(err));
-        if (ret < 0) {
-                fail(&r, ret == -EINVAL ? RELAY_EXIT_USAGE : RELAY_EXIT_RETRY, "%s", err);
-                goto out;
         }
         if (producer_check_brokers(r.prod, BROKER_CHECK_MS, err, sizeof(err)) < 0) {
                 fail(&r, RELAY_EXIT_RETRY, "cannot reach any Kafka broker of \"%s\" within %d s: %s; "

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,32 +193,33 @@ static size_t number_token(const char *p, const char *end)
 }
 
 /*
- * Copy @line into d->buf with every bare number wrapped in quotes and marked
- * by a leading 0xff byte, which occurs in no UTF-8 text (RFC 3629 section 1)
- * and which no \u escape decodes to, so the marker tells numbers from strings
- * after parsing. Strings are copied verbatim, escapes included. Refused: a
- * raw 0xff byte or control character in a string (control characters must be
- * escaped, RFC 8259 section 7, and PostgreSQL's escape_json does so), and a
- * \u0000 escape, at which cJSON would cut the string.
+ * Copy @line into d->buf with every bare number N rewritten as ["N"]: a JSON
+ * array holding the number's text as a string. wal2json writes no array
+ * where a scalar belongs, so after parsing an array of one string is a
+ * number whose text survived, and strings keep every byte: they are copied
+ * verbatim, escapes included, whatever they hold (a binary logical message
+ * carries raw non-UTF-8 bytes). Sets *ret_suspect if a string holds a NUL
+ * byte or a \u0000 escape, at which cJSON would cut it short, or a raw
+ * control character, which PostgreSQL's escape_json never writes (RFC 8259
+ * section 7 requires them escaped).
  * Returns the length of the rewritten text or a negative errno.
  */
-/* Bytes that end a run of plain string content: controls, '"', '\\', 0xff. */
-static const unsigned char string_stop[256] = {
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  /* 0x00-0x0f */
-        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  /* 0x10-0x1f */
-        ['"'] = 1, ['\\'] = 1, [0xff] = 1,
-};
-
-static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
+static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len, bool *ret_suspect)
 {
+        static const unsigned char string_stop[256] = {
+                1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  /* 0x00-0x0f */
+                1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  /* 0x10-0x1f */
+                ['"'] = 1, ['\\'] = 1,
+        };
         const char *p = line, *end = line + len;
+        bool has_nul = false;
         size_t need, o = 0;
 
         /*
          * Worst case: every byte a number token of its own ("00" is two tokens:
-         * a leading zero ends one), each becoming four bytes: '"', 0xff, digit, '"'.
+         * a leading zero ends one), each becoming five bytes: [ " digit " ].
          */
-        need = len * 4 + 1;
+        need = len * 5 + 1;
         if (need > d->cap) {
                 char *nb = realloc(d->buf, need);
 
@@ -230,7 +232,7 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
                 char c = *p;
 
                 if (c == '"') {
-                        /* A string: copy plain runs in bulk, check what stops them. */
+                        /* A string: copy plain runs in bulk, look at what stops them. */
                         d->buf[o++] = *p++;
                         for (;;) {
                                 const char *q = p;
@@ -246,10 +248,15 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
                                         d->buf[o++] = *p++;
                                         break;
                                 }
-                                if (*p != '\\' || p + 1 >= end)
-                                        return -EBADMSG;  /* raw control character or 0xff */
-                                if (p[1] == 'u' && end - p >= 6 && memcmp(p + 2, "0000", 4) == 0)
+                                if ((unsigned char)*p < 0x20) {
+                                        has_nul = true;
+                                        d->buf[o++] = *p++;
+                                        continue;
+                                }
+                                if (p + 1 >= end)
                                         return -EBADMSG;
+                                if (p[1] == 'u' && end - p >= 6 && memcmp(p + 2, "0000", 4) == 0)
+                                        has_nul = true;
                                 d->buf[o++] = p[0];
                                 d->buf[o++] = p[1];
                                 p += 2;
@@ -261,11 +268,12 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
 
                         if (n == 0)
                                 return -EBADMSG;
+                        d->buf[o++] = '[';
                         d->buf[o++] = '"';
-                        d->buf[o++] = '\xff';
                         memcpy(d->buf + o, p, n);
                         o += n;
                         d->buf[o++] = '"';
+                        d->buf[o++] = ']';
                         p += n;
                         continue;
                 }
@@ -275,7 +283,16 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len)
                 p++;
         }
         d->buf[o] = '\0';
+        *ret_suspect = has_nul;
         return (int)o;
+}
+
+/* The text of a number rewritten by quote_numbers(), or NULL if @it is not one. */
+static const char *number_text(const cJSON *it)
+{
+        const cJSON *only = cJSON_IsArray(it) ? it->child : NULL;
+
+        return only && !only->next && cJSON_IsString(only) ? only->valuestring : NULL;
 }
 
 static const char *get_string(const cJSON *obj, const char *name)
@@ -285,21 +302,13 @@ static const char *get_string(const cJSON *obj, const char *name)
         return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
-/* A string that was a bare number starts with the 0xff marker; strip it. */
-static const char *get_number_text(const cJSON *obj, const char *name)
-{
-        const char *s = get_string(obj, name);
-
-        return s && s[0] == '\xff' ? s + 1 : NULL;
-}
-
 static int get_lsn(const cJSON *obj, const char *name, uint64_t *ret)
 {
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
 
-        if (!it)
+        if (!it || cJSON_IsNull(it))
                 return 0;
-        if (!cJSON_IsString(it) || it->valuestring[0] == '\xff')
+        if (!cJSON_IsString(it))
                 return -EBADMSG;
         return lsn_parse(it->valuestring, strlen(it->valuestring), ret) < 0 ? -EBADMSG : 0;
 }
@@ -329,7 +338,7 @@ static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_re
                         return -EBADMSG;
                 c->name = get_string(col, "name");
                 c->type = get_string(col, "type");
-                if (!c->name || !c->type || c->name[0] == '\xff' || c->type[0] == '\xff')
+                if (!c->name || !c->type)
                         return -EBADMSG;
                 v = cJSON_GetObjectItemCaseSensitive(col, "value");
                 c->value.was_number = false;
@@ -339,10 +348,10 @@ static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_re
                         c->value.is_null = true;
                 } else if (cJSON_IsString(v)) {
                         c->value.ptr = v->valuestring;
-                        if (v->valuestring[0] == '\xff') {
-                                c->value.ptr++;
-                                c->value.was_number = true;
-                        }
+                        c->value.len = strlen(c->value.ptr);
+                        c->value.is_null = false;
+                } else if ((c->value.ptr = number_text(v)) != NULL) {
+                        c->value.was_number = true;
                         c->value.len = strlen(c->value.ptr);
                         c->value.is_null = false;
                 } else if (cJSON_IsBool(v)) {
@@ -363,13 +372,15 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
 {
         struct w2j_record rec = {0};
         const char *action, *xid, *parse_end = NULL;
+        const cJSON *it;
+        bool has_nul = false;
         int r;
 
         if (len > W2J_MAX_LINE)
                 return -E2BIG;
         d->root = NULL;
         arena_reset(d);
-        r = quote_numbers(d, line, len);
+        r = quote_numbers(d, line, len, &has_nul);
         if (r < 0)
                 return r;
         arena_owner = d;
@@ -399,11 +410,13 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
         default: rec.action = W2J_UNKNOWN; break;
         }
 
-        if (cJSON_GetObjectItemCaseSensitive(d->root, "xid")) {
+        /* A non-transactional logical message has "xid":null and "timestamp":null. */
+        it = cJSON_GetObjectItemCaseSensitive(d->root, "xid");
+        if (it && !cJSON_IsNull(it)) {
                 char *e;
                 unsigned long long v;
 
-                xid = get_number_text(d->root, "xid");
+                xid = number_text(it);
                 if (!xid || !is_digit(xid[0]))
                         return -EBADMSG;
                 errno = 0;
@@ -414,7 +427,8 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
         }
         if (get_lsn(d->root, "lsn", &rec.lsn) < 0 || get_lsn(d->root, "nextlsn", &rec.next_lsn) < 0)
                 return -EBADMSG;
-        if (cJSON_GetObjectItemCaseSensitive(d->root, "timestamp")) {
+        it = cJSON_GetObjectItemCaseSensitive(d->root, "timestamp");
+        if (it && !cJSON_IsNull(it)) {
                 rec.timestamp = get_string(d->root, "timestamp");
                 if (!rec.timestamp ||
                     w2j_parse_timestamp(rec.timestamp, strlen(rec.timestamp), &rec.commit_time_us) < 0)
@@ -428,7 +442,8 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
             rec.action == W2J_TRUNCATE) {
                 rec.schema = get_string(d->root, "schema");
                 rec.table = get_string(d->root, "table");
-                if (!rec.schema || !rec.table || rec.schema[0] == '\xff' || rec.table[0] == '\xff')
+                /* No name or value of a table holds a NUL or raw control: the line is broken. */
+                if (!rec.schema || !rec.table || has_nul)
                         return -EBADMSG;
         }
         if (rec.action == W2J_INSERT || rec.action == W2J_UPDATE) {

@@ -18,8 +18,10 @@
  *
  * Column values are kept byte-exact as the server wrote them: wal2json writes
  * numeric types as bare JSON numbers, and cJSON would keep only a double, so
- * the decoder first rewrites every bare number of the line into a JSON string
- * holding the same text, then parses the result with cJSON. It knows nothing
+ * the decoder first rewrites every bare number N of the line as ["N"], an
+ * array holding its text, then parses the result with cJSON. A logical
+ * message ("M") may be non-transactional ("xid":null, "timestamp":null) and
+ * carry raw binary content; it decodes, to be counted and skipped. It knows nothing
  * of Kafka, of the replication protocol or of which tables are outboxes.
  */
 #ifndef RELAY_WAL2JSON_H
@@ -90,8 +92,10 @@ struct w2j_decoder *w2j_decoder_free(struct w2j_decoder *d);
  *
  * Returns 0 on success, or
  *   -EBADMSG  the line is not valid JSON, not an object, lacks "action", has
- *             a field of the wrong type, a malformed LSN or timestamp, or a
- *             string holding \u0000 (which no PostgreSQL text can contain);
+ *             a field of the wrong type, a malformed LSN or timestamp, or is
+ *             a table's record (I, U, D, T) with a string holding a NUL
+ *             (raw or \u0000) or a raw control character, which no
+ *             PostgreSQL value contains and at which cJSON would cut it;
  *   -E2BIG    the line is longer than W2J_MAX_LINE;
  *   -ENOMEM   out of memory.
  * An unknown action letter is not an error: it decodes as W2J_UNKNOWN.

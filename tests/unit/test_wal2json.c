@@ -162,7 +162,6 @@ static void test_invalid(void)
                 "{\"action\":\"I\",\"schema\":\"public\",\"table\":\"t\",\"columns\":[{\"name\":\"a\",\"type\":\"text\",\"value\":01}]}",
                 "{\"action\":\"I\",\"schema\":\"public\",\"table\":\"t\",\"columns\":[{\"name\":\"a\",\"type\":\"text\",\"value\":1.}]}",
                 "{\"action\":\"I\",\"schema\":\"public\",\"table\":\"t\",\"columns\":[{\"name\":\"a\",\"type\":\"text\",\"value\":\"tab\there\"}]}",
-                "{\"action\":\"I\",\"schema\":\"public\",\"table\":\"t\",\"columns\":[{\"name\":\"a\",\"type\":\"text\",\"value\":\"\xff\"}]}",
                 "{\"action\":\"I\",\"schema\":1,\"table\":\"t\",\"columns\":[]}",
                 "{\"action\":\"C\",\"xid\":1,\"nextlsn\":\"0/1\"} x",       /* trailing garbage */
                 "{\"action\":\"C\",\"xid\":1,\"nextlsn\":\"0/1\"",
@@ -184,6 +183,23 @@ static void test_invalid(void)
         CHECK_INT(r.action, W2J_MESSAGE);
         /* Case-sensitive keys. */
         CHECK_INT(decode_line(d, "{\"Action\":\"B\"}", &r), -EBADMSG);
+        /* Regression: a non-transactional logical message has null xid and timestamp. */
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"xid\":null,\"timestamp\":null,"
+                              "\"lsn\":\"0/A48AED8\",\"transactional\":false,\"prefix\":\"app\","
+                              "\"content\":\"hello\"}", &r), 0);
+        CHECK_INT(r.action, W2J_MESSAGE);
+        CHECK_INT(r.xid, 0);
+        CHECK(r.timestamp == NULL);
+        /* Regression: binary content arrives raw (0xff) or with \u0000; it must decode. */
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"xid\":7,\"lsn\":\"0/1\",\"transactional\":true,"
+                              "\"prefix\":\"p\",\"content\":\"\xff\xfe\\u0000\x01\"}", &r), 0);
+        CHECK_INT(r.action, W2J_MESSAGE);
+        /* A value that is not UTF-8 (only a non-UTF8 server could send it) is kept as is. */
+        CHECK_INT(decode_line(d, "{\"action\":\"I\",\"schema\":\"public\",\"table\":\"t\","
+                              "\"columns\":[{\"name\":\"a\",\"type\":\"text\",\"value\":\"\xff" "1\"}]}",
+                              &r), 0);
+        CHECK_STR(r.columns[0].value.ptr, "\xff" "1");
+        CHECK(!r.columns[0].value.was_number);
         /* Unknown actions decode, to be counted and skipped by the caller. */
         CHECK_INT(decode_line(d, "{\"action\":\"Z\"}", &r), 0);
         CHECK_INT(r.action, W2J_UNKNOWN);
