@@ -270,7 +270,9 @@ static int send_status(struct relay *r)
         uint64_t write = r->write_lsn > flush ? r->write_lsn : flush;
 
         if (pgstream_send_status(r->pg, write, flush, wall_us(), err, sizeof(err)) < 0) {
-                fail(r, RELAY_EXIT_RETRY, "could not send standby status update: %s", err);
+                /* After a failure that ended the stream this only repeats it. */
+                if (!r->failure)
+                        fail(r, RELAY_EXIT_RETRY, "could not send standby status update: %s", err);
                 return -EIO;
         }
         if (flush != r->sent_flush_lsn)
@@ -1256,9 +1258,10 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                         break;
         }
         log_info("stopped: %" PRIu64 " messages published, %" PRIu64 " acknowledged, %" PRIu64
-                 " dead-lettered, %" PRIu64 " transactions skipped by request; confirmed flush LSN %s",
-                 r.c.published, r.c.acked, r.c.dead_lettered, r.c.skipped_transactions,
-                 lsn_format(ledger_flush_lsn(r.ledger), a));
+                 " dead-lettered, %" PRIu64 " transactions skipped by request; acknowledged up to LSN "
+                 "%s, last confirmed to the server %s", r.c.published, r.c.acked, r.c.dead_lettered,
+                 r.c.skipped_transactions, lsn_format(ledger_flush_lsn(r.ledger), a),
+                 lsn_format(r.sent_flush_lsn, (char[LSN_STRLEN]){0}));
 out:
         producer_free(r.prod);
         pgstream_free(r.pg);
