@@ -403,11 +403,11 @@ static void check_arrays(const struct w2j_record *rec, const bool *as_array)
 
 /*
  * A valid line built from the input: the bytes between commas become column
- * values (NUL and 0xff, which no PostgreSQL text holds, replaced), bare
- * numbers where they read as one, text otherwise. It must decode to exactly
- * what was written. Lines that merely decode tell nothing about lines that
- * are wrongly refused; this does. Then every other value is written as an
- * array, which must not decode as anything but a number.
+ * values (NUL, which no PostgreSQL text holds, replaced; any other byte
+ * kept), bare numbers where they read as one, text otherwise. It must decode
+ * to exactly what was written. Lines that merely decode tell nothing about
+ * lines that are wrongly refused; this does. Then every other value is
+ * written as an array, which must not decode as anything but a number.
  */
 static void check_generated(const uint8_t *data, size_t size)
 {
@@ -419,7 +419,7 @@ static void check_generated(const uint8_t *data, size_t size)
 
         FUZZ_CHECK(text != NULL);
         for (size_t i = 0; i < size; i++)
-                text[i] = data[i] == 0 ? ' ' : data[i] == 0xff ? '?' : (char)data[i];
+                text[i] = data[i] == 0 ? ' ' : (char)data[i];
         text[size] = '\0';
         for (size_t i = 0; i <= size && rec.ncolumns < GEN_MAX_COLUMNS; i++) {
                 struct w2j_column *c = &cols[rec.ncolumns];
