@@ -196,7 +196,8 @@ static size_t number_token(const char *p, const char *end)
  * Copy @line into d->buf with every bare number N rewritten as ["N"]: a JSON
  * array holding the number's text as a string. wal2json writes no array
  * where a scalar belongs, so after parsing an array of one string is a
- * number whose text survived, and strings keep every byte: they are copied
+ * number whose text survived (a real array starting with a string is refused,
+ * so the shape cannot be forged), and strings keep every byte: they are copied
  * verbatim, escapes included, whatever they hold (a binary logical message
  * carries raw non-UTF-8 bytes). Sets *ret_suspect if a string holds a NUL
  * byte or a \u0000 escape, at which cJSON would cut it short, or a raw
@@ -277,6 +278,15 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len, bo
                         p += n;
                         continue;
                 }
+                if (c == '[') {
+                        /* wal2json's arrays hold objects; ["..."] would pass for a number. */
+                        const char *q = p + 1;
+
+                        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+                                q++;
+                        if (q < end && *q == '"')
+                                return -EBADMSG;
+                }
                 if (c == '\0')
                         return -EBADMSG;
                 d->buf[o++] = c;
@@ -291,8 +301,13 @@ static int quote_numbers(struct w2j_decoder *d, const char *line, size_t len, bo
 static const char *number_text(const cJSON *it)
 {
         const cJSON *only = cJSON_IsArray(it) ? it->child : NULL;
+        size_t n;
 
-        return only && !only->next && cJSON_IsString(only) ? only->valuestring : NULL;
+        if (!only || only->next || !cJSON_IsString(only))
+                return NULL;
+        n = strlen(only->valuestring);
+        return n && number_token(only->valuestring, only->valuestring + n) == n ? only->valuestring
+                                                                                 : NULL;
 }
 
 static const char *get_string(const cJSON *obj, const char *name)
