@@ -60,13 +60,14 @@ int replmsg_parse(const char *buf, size_t len, struct replmsg *ret_msg)
 size_t replmsg_status_update(char buf[REPLMSG_STATUS_LEN], uint64_t write_lsn, uint64_t flush_lsn,
                              uint64_t apply_lsn, int64_t now_us, int reply_requested)
 {
-        int64_t pg_now = now_us - REPLMSG_PG_EPOCH_OFFSET_S * 1000000;
+        /* Unsigned arithmetic: wraps instead of overflowing for any clock value. */
+        uint64_t pg_now = (uint64_t)now_us - (uint64_t)REPLMSG_PG_EPOCH_OFFSET_S * 1000000u;
 
         buf[0] = 'r';
         put_u64(buf + 1, write_lsn);
         put_u64(buf + 9, flush_lsn);
         put_u64(buf + 17, apply_lsn);
-        put_u64(buf + 25, (uint64_t)pg_now);
+        put_u64(buf + 25, pg_now);
         buf[33] = reply_requested ? 1 : 0;
         return REPLMSG_STATUS_LEN;
 }

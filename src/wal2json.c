@@ -557,7 +557,8 @@ int w2j_escape_table_name(const char *ident, char *buf, size_t size)
                 bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
                              (*p >= '0' && *p <= '9') || *p == '_' || *p >= 0x80;
 
-                if (o + 3 > size)
+                /* This byte (escaped or not) and the terminator must fit. */
+                if (o + (plain ? 1 : 2) + 1 > size)
                         return -ENOSPC;
                 if (!plain)
                         buf[o++] = '\\';

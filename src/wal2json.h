@@ -31,8 +31,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Longest line accepted, in bytes (a 1 GB text value is PostgreSQL's limit). */
-#define W2J_MAX_LINE ((size_t)1 << 30)
+/*
+ * Longest line accepted, in bytes: the number rewrite may grow a line
+ * fivefold and its length must fit an int. Far above any record Kafka takes
+ * (message.max.bytes is at most 1,000,000,000).
+ */
+#define W2J_MAX_LINE ((size_t)(2147483647 - 16) / 5)
 
 enum w2j_action {
         W2J_BEGIN,

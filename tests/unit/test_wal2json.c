@@ -240,6 +240,9 @@ static void test_escape_table_name(void)
         CHECK(w2j_escape_table_name("é", buf, sizeof(buf)) > 0);
         CHECK_STR(buf, "é");
         CHECK_INT(w2j_escape_table_name("a b", buf, 4), -ENOSPC);
+        /* Exactly the documented size: the name and its terminator. */
+        CHECK_INT(w2j_escape_table_name("abc", buf, 4), 3);
+        CHECK_INT(w2j_escape_table_name("a b", buf, 5), 4);
 }
 
 int main(void)
