@@ -20,6 +20,9 @@ from harness import EXIT_OK
 ROWS = sized(30000, 100000)
 KILLS = sized(8, 20)
 RATE = sized(900, 1500)          # rows/s from all writers together
+# batches wait up to 100 ms for more messages, so a kill usually finds some
+# handed to the producer and not yet acknowledged
+RELAY_ARGS = NO_TIMEOUT + ["-X", "linger.ms=100"]
 
 
 def test_crash_loop(case):
@@ -27,7 +30,7 @@ def test_crash_loop(case):
     rng = random.Random(s)
     say("crash loop: %d rows, %d kills, seed %d (OUTBOX_RELAY_FAULT_SEED)" % (ROWS, KILLS, s))
     coll = collector(case)
-    relay = case.relay(*NO_TIMEOUT)
+    relay = case.relay(*RELAY_ARGS)
     load = Load(case, "crash", ROWS, writers=4, rate=RATE, rng=rng).start()
     marks = []
     try:
@@ -40,7 +43,7 @@ def test_crash_loop(case):
                      tick=coll.poll)
             marks.append(mark(case, coll, "kill %d at %d rows" % (k + 1, load.committed),
                               exact=True))
-            relay = case.relay(*NO_TIMEOUT, create_slot=False)
+            relay = case.relay(*RELAY_ARGS, create_slot=False)
         expected = load.finish(tick=coll.poll, relays=[relay])
     finally:
         load.stop()
