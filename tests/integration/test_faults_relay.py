@@ -52,7 +52,7 @@ def test_keepalive_while_ack_pending_then_killed(case, broker):
     try:
         row = insert_rows(conn, [{"work_id": "ka-pending", "kind": KIND,
                                   "payload": {"n": 1, "note": "its ack stays pending"}}])
-        wait_for(lambda: scrape(port)["outbox_relay_outstanding_messages"] >= 1, 30,
+        wait_for(lambda: scrape(port)["outbox_relay_published_total"] >= 2, 30,
                  "the relay to hand the row to the frozen broker")
         commit_at = commit_record_lsn(case.pg, row.xid32, row.lsn_before, row.lsn_after)
         walsender = case.slot_info()["active_pid"]
