@@ -21,36 +21,7 @@ build=${OUTBOX_RELAY_BUILD_DIR:-build}
 
 log() { printf '==> %s\n' "$*"; }
 
-packages=(
-        gcc libc6-dev pkg-config meson ninja-build
-        libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev
-        postgresql-15 postgresql-15-wal2json kafkacat
-        python3 python3-pytest python3-psycopg2 python3-confluent-kafka
-)
-command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
-if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
-        packages+=(maven)
-fi
-
-missing=()
-for p in "${packages[@]}"; do
-        status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-        [ "$status" = "install ok installed" ] || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-        log "installing ${missing[*]}"
-        sudo=()
-        if [ "$(id -u)" -ne 0 ]; then
-                command -v sudo >/dev/null 2>&1 || {
-                        echo "run-tests: need root (or sudo) to install: ${missing[*]}" >&2
-                        exit 1
-                }
-                sudo=(sudo)
-        fi
-        export DEBIAN_FRONTEND=noninteractive
-        "${sudo[@]}" apt-get update -q </dev/null
-        "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
-fi
+bash "$top/tests/install-deps.sh"
 
 log "fetching the Kafka broker jars (cached after the first run)"
 PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-kafka </dev/null

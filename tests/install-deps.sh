@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Install the Debian packages that building the relay, the quickstart and
+# the test suites need, if any is missing (as root, or through sudo). Used by
+# tests/run-tests.sh and tests/quickstart.sh. Does nothing when all are there.
+set -euo pipefail
+
+log() { printf '==> %s\n' "$*"; }
+
+packages=(
+        gcc libc6-dev pkg-config meson ninja-build
+        libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev
+        postgresql-15 postgresql-15-wal2json kafkacat
+        python3 python3-pytest python3-psycopg2 python3-confluent-kafka
+)
+command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
+if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
+        packages+=(maven)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+        status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+        [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        sudo=()
+        if [ "$(id -u)" -ne 0 ]; then
+                command -v sudo >/dev/null 2>&1 || {
+                        echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+                        exit 1
+                }
+                sudo=(sudo)
+        fi
+        export DEBIAN_FRONTEND=noninteractive
+        "${sudo[@]}" apt-get update -q </dev/null
+        "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+fi
+
