@@ -491,6 +491,17 @@ def verify(case, coll, expected, marks, scenario, relays=(), timeout=300):
 
 # --- the relay and the servers ----------------------------------------------
 
+READY_S = 120       # a loaded machine can take longer than the harness's 30 s default
+BROKER_START_S = 240
+
+
+def start_relay(case, *args, **kw):
+    """case.relay(*args, **kw), waiting up to READY_S for its slot to become active."""
+    r = case.relay(*args, ready=False, **kw)
+    r.wait_ready(case.pg, kw.get("slot") or case.slot, timeout=READY_S)
+    return r
+
+
 def scrape(port):
     """The relay's /metrics as {name: value} (labels dropped)."""
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as resp:
@@ -551,7 +562,7 @@ def heal_broker(b):
     if b.running and b._frozen:
         b.thaw()
     if not b.running:
-        b.start()
+        b.start(timeout=BROKER_START_S)
 
 
 def pg_ctl_stop_fast(pg, timeout_s):

@@ -14,9 +14,9 @@ a transaction unconfirmed when the broker failed.
 """
 
 import pytest
-from faults_helpers import (NO_TIMEOUT, Load, collector, heal_broker, mark, metrics_args,
-                            observe, say, scrape, sized, spare_broker, verify,
-                            wal_sender_timeout)
+from faults_helpers import (BROKER_START_S, NO_TIMEOUT, Load, collector, heal_broker, mark,
+                            metrics_args, observe, say, scrape, sized, spare_broker, start_relay,
+                            verify, wal_sender_timeout)
 from harness import EXIT_OK, format_lsn
 
 ROWS = sized(8000, 30000)
@@ -34,7 +34,7 @@ def broker(env):
 def test_broker_killed_and_restarted_during_load(case, broker):
     coll = collector(case, broker=broker)
     port, margs = metrics_args()
-    relay = case.relay(*NO_TIMEOUT, *margs, brokers=broker.bootstrap)
+    relay = start_relay(case, *NO_TIMEOUT, *margs, brokers=broker.bootstrap)
     load = Load(case, "bkill", ROWS, rate=RATE).start()
     try:
         load.wait_rows(ROWS // 4, 300, tick=coll.poll, relays=[relay])
@@ -44,7 +44,7 @@ def test_broker_killed_and_restarted_during_load(case, broker):
         load.wait_rows(ROWS // 2, 300, relays=[relay])
         say("broker down for %d rows; relay outstanding messages: %s" % (
             load.committed - ROWS // 4, scrape(port).get("outbox_relay_outstanding_messages")))
-        broker.start()
+        broker.start(timeout=BROKER_START_S)
         expected = load.finish(tick=coll.poll, relays=[relay])
     finally:
         load.stop()
@@ -61,8 +61,8 @@ def test_broker_frozen_longer_than_wal_sender_timeout(case, broker):
     with wal_sender_timeout(case.pg, "5s"):
         # default status interval (10 s): the relay must lower it below 2.5 s itself
         port, margs = metrics_args()
-        relay = case.relay(*NO_TIMEOUT, *margs, "--max-inflight-messages", "300",
-                           brokers=broker.bootstrap, status_interval=10)
+        relay = start_relay(case, *NO_TIMEOUT, *margs, "--max-inflight-messages", "300",
+                            brokers=broker.bootstrap, status_interval=10)
         load = Load(case, "bfreeze", ROWS, rate=RATE).start()
         try:
             load.wait_rows(ROWS // 4, 300, tick=coll.poll, relays=[relay])

@@ -14,7 +14,7 @@ Sizes: 30,000 rows and 8 kills by default; OUTBOX_RELAY_SOAK=1 runs the full
 import random
 
 from faults_helpers import (NO_TIMEOUT, Load, collector, mark, say, seed, sigkill, sized,
-                            verify, wait_for)
+                            start_relay, verify, wait_for)
 from harness import EXIT_OK
 
 ROWS = sized(30000, 100000)
@@ -30,7 +30,7 @@ def test_crash_loop(case):
     rng = random.Random(s)
     say("crash loop: %d rows, %d kills, seed %d (OUTBOX_RELAY_FAULT_SEED)" % (ROWS, KILLS, s))
     coll = collector(case)
-    relay = case.relay(*RELAY_ARGS)
+    relay = start_relay(case, *RELAY_ARGS)
     load = Load(case, "crash", ROWS, writers=4, rate=RATE, rng=rng).start()
     marks = []
     try:
@@ -43,7 +43,7 @@ def test_crash_loop(case):
                      tick=coll.poll)
             marks.append(mark(case, coll, "kill %d at %d rows" % (k + 1, load.committed),
                               exact=True))
-            relay = case.relay(*RELAY_ARGS, create_slot=False)
+            relay = start_relay(case, *RELAY_ARGS, create_slot=False)
         expected = load.finish(tick=coll.poll, relays=[relay])
     finally:
         load.stop()
@@ -55,7 +55,7 @@ def test_crash_loop(case):
     # a clean stop confirms everything acknowledged: the next run repeats nothing
     assert relay.stop() == EXIT_OK, relay.log
     clean = mark(case, coll, "SIGTERM", exact=True)
-    relay = case.relay(create_slot=False)
+    relay = start_relay(case, create_slot=False)
     more = Load(case, "clean", 600, writers=2, rate=600).start()
     try:
         expected2 = more.finish(tick=coll.poll, relays=[relay])

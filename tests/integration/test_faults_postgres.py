@@ -21,8 +21,8 @@ Duplicates are printed; each must be a transaction unconfirmed at the fault.
 
 import pytest
 from faults_helpers import (NO_TIMEOUT, Load, collector, heal_broker, mark, metrics_args,
-                            observe, pg_ctl_stop_fast, say, scrape, sized, spare_broker, verify,
-                            wait_for)
+                            observe, pg_ctl_stop_fast, say, scrape, sized, spare_broker,
+                            start_relay, verify, wait_for)
 from harness import EXIT_ENV, EXIT_OK, run_relay
 
 ROWS = sized(6000, 30000)
@@ -35,7 +35,7 @@ def test_fast_shutdown_during_load(case, env, broker_state):
     broker = spare_broker(env) if broker_state == "broker_frozen" else case.kafka
     coll = collector(case, broker=broker)
     port, margs = metrics_args()
-    relay = case.relay(*NO_TIMEOUT, *margs, brokers=broker.bootstrap)
+    relay = start_relay(case, *NO_TIMEOUT, *margs, brokers=broker.bootstrap)
     load = Load(case, "fast", ROWS, rate=RATE).start()
     problems = []
     try:
@@ -92,7 +92,7 @@ def test_fast_shutdown_during_load(case, env, broker_state):
 def test_walsender_terminated_during_load(case):
     coll = collector(case)
     port, margs = metrics_args()
-    relay = case.relay(*NO_TIMEOUT, *margs)
+    relay = start_relay(case, *NO_TIMEOUT, *margs)
     load = Load(case, "term", ROWS, rate=RATE).start()
     marks = []
     try:
@@ -115,7 +115,7 @@ def test_walsender_terminated_during_load(case):
 
 
 def test_slot_dropped_while_relay_down(case):
-    relay = case.relay()
+    relay = start_relay(case)
     assert relay.stop() == EXIT_OK, relay.log
     assert case.pg.drop_slot(case.slot)
     rc, out = run_relay(case.relay_args(create_slot=False), timeout=60)
@@ -138,7 +138,7 @@ END $$"""
 
 def test_slot_dropped_while_relay_disconnected(case):
     coll = collector(case)
-    relay = case.relay()
+    relay = start_relay(case)
     load = Load(case, "gone", 300, writers=1, rate=300).start()
     try:
         load.finish(tick=coll.poll, relays=[relay])

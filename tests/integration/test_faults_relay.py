@@ -18,7 +18,7 @@ import time
 import pytest
 from faults_helpers import (KIND, NO_TIMEOUT, Load, collector, commit_record_lsn, heal_broker,
                             mark, metrics_args, observe, say, scrape, sigkill, sized,
-                            spare_broker, verify, wait_for)
+                            spare_broker, start_relay, verify, wait_for)
 from harness import EXIT_OK, format_lsn, parse_lsn
 from helpers import insert_rows
 
@@ -41,7 +41,7 @@ def test_keepalive_while_ack_pending_then_killed(case, broker):
     coll = collector(case, broker=broker)
     case.query("CREATE TABLE side_table (id bigserial PRIMARY KEY, note text)")
     port, margs = metrics_args()
-    relay = case.relay(*NO_TIMEOUT, *margs, brokers=broker.bootstrap)
+    relay = start_relay(case, *NO_TIMEOUT, *margs, brokers=broker.bootstrap)
     conn = case.connect(autocommit=False)
     insert_rows(conn, [{"work_id": "ka-first", "kind": KIND, "payload": {"n": 0}}])
     wait_for(lambda: "ka-first" in coll.ids(), 60, "the first row", tick=coll.poll)
@@ -88,7 +88,7 @@ def test_keepalive_while_ack_pending_then_killed(case, broker):
         broker.thaw()
 
     port2, margs2 = metrics_args()
-    relay2 = case.relay(*NO_TIMEOUT, *margs2, brokers=broker.bootstrap, create_slot=False)
+    relay2 = start_relay(case, *NO_TIMEOUT, *margs2, brokers=broker.bootstrap, create_slot=False)
     wait_for(lambda: scrape(port2)["outbox_relay_acknowledged_total"] >= 1, 60,
              "the restarted relay to publish the pending row again", tick=coll.poll)
     wait_for(lambda: "ka-pending" in coll.ids(), 60, "the pending row to arrive", tick=coll.poll)
@@ -109,7 +109,7 @@ def test_keepalive_while_ack_pending_then_killed(case, broker):
 
 def test_two_relays_on_one_slot(case):
     coll = collector(case)
-    first = case.relay(*NO_TIMEOUT)
+    first = start_relay(case, *NO_TIMEOUT)
     holder = case.slot_info()["active_pid"]
     load = Load(case, "standby", ROWS, rate=RATE).start()
     try:

@@ -18,7 +18,7 @@ OUTBOX_RELAY_SOAK=1 writes the full 200 MB and 1,000,000 rows.
 import time
 
 from faults_helpers import (KIND, PARTITIONS, CountingCollector, metrics_args, say, scrape, sized,
-                            wait_for)
+                            start_relay, wait_for)
 from harness import EXIT_OK, format_lsn, parse_lsn
 
 WAL_BYTES = sized(50, 200) * 1024 * 1024
@@ -53,7 +53,7 @@ def diagnose(case, port):
 def test_wal_of_other_tables_does_not_pile_up(case):
     case.query("CREATE TABLE filler (id bigint, pad text)")
     port, margs = metrics_args()
-    relay = case.relay(*margs, status_interval=STATUS_S)
+    relay = start_relay(case, *margs, status_interval=STATUS_S)
     walsender = case.slot_info()["active_pid"]
     start = case.pg.current_wal_lsn()
     conn = case.connect(autocommit=True)
@@ -116,7 +116,7 @@ def test_one_transaction_of_many_rows(case):
     case.kafka.create_topic(topic, partitions=PARTITIONS)
     coll = CountingCollector(case.kafka.bootstrap, topic, "big-", BIG_ROWS)
     case.readers.append(coll)
-    relay = case.relay(status_interval=STATUS_S)
+    relay = start_relay(case, status_interval=STATUS_S)
     t0 = time.monotonic()
     start = case.pg.current_wal_lsn()
     case.query("INSERT INTO outbox (work_id, kind, payload) "
