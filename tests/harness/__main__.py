@@ -89,7 +89,7 @@ def cmd_up(args):
         say("outbox table created in database postgres; Ctrl-C stops everything")
         try:
             while env.pg.running and env.kafka.running:
-                time.sleep(1)
+                time.sleep(1)  # poll until Ctrl-C or a server exits
         except KeyboardInterrupt:
             pass
     return 0

@@ -129,7 +129,7 @@ class PostgresServer:
                 return self
             except psycopg2.OperationalError as e:
                 last_error = e
-            time.sleep(0.05)
+            time.sleep(0.05)  # retry interval of the bounded poll above
         self.kill()
         raise RuntimeError("postgres did not accept connections within %s s: %s\n%s"
                            % (timeout, last_error, procs.tail(self.logfile)))

@@ -86,7 +86,7 @@ class RelayProcess:
         pid = self.proc.pid
         while self.proc.poll() is None:
             self._note_rss(pid)
-            time.sleep(0.1)
+            time.sleep(0.1)  # sampling poll interval, not a wait for a condition
 
     def _note_rss(self, pid):
         kb = _read_vmhwm_kb(pid)
