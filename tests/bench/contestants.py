@@ -87,7 +87,7 @@ class Child:
                 return self.proc.returncode, t
             if time.monotonic() > deadline:
                 return None, None
-            time.sleep(0.01)
+            time.sleep(0.01)  # poll interval of the bounded wait4 loop above
 
     @property
     def cpu_s(self):

@@ -19,6 +19,8 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness import procs
+
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -32,17 +34,6 @@ def _read_stat(pid):
     fields = stat[stat.rfind(")") + 2:].split()
     # after the command name: state(0) ppid(1) ... utime(11) stime(12)
     return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[1])
-
-
-def _read_hwm_kb(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _descendants(pid):
@@ -102,7 +93,7 @@ class ProcStats:
                 if p == self.pid:
                     alive = True
                 self._cpu[p] = max(st[0], self._cpu.get(p, 0.0))
-                kb = _read_hwm_kb(p)
+                kb = procs.read_vmhwm_kb(p)
                 if kb:
                     self.rss_kb = max(self.rss_kb, kb)
         return alive

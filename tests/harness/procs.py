@@ -191,6 +191,18 @@ def children_of(pid):
     return out
 
 
+def read_vmhwm_kb(pid):
+    """Peak resident set (VmHWM) of pid in KiB, or None when it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:

@@ -48,17 +48,6 @@ def run_relay(args, timeout=60, env=None):
     return cp.returncode, cp.stdout.decode("utf-8", "replace")
 
 
-def _read_vmhwm_kb(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
 class RelayProcess:
     """One run of the relay. Output (stdout and stderr) goes to log_path."""
 
@@ -89,7 +78,7 @@ class RelayProcess:
             time.sleep(0.1)  # sampling poll interval, not a wait for a condition
 
     def _note_rss(self, pid):
-        kb = _read_vmhwm_kb(pid)
+        kb = procs.read_vmhwm_kb(pid)
         if kb is not None:
             # VmHWM only grows; the latest reading of a live process is its peak so far
             self._peak_kb = max(kb, self._peak_kb or 0)

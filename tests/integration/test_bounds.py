@@ -33,7 +33,7 @@ def test_full_inflight_window_still_sends_status(case, env):
                 "walsender dropped the relay while its in-flight window was full\n" + relay.log
             assert s["confirmed_flush_lsn"] <= stuck[0].lsn_before, format_lsn(
                 s["confirmed_flush_lsn"])
-            time.sleep(0.1)
+            time.sleep(0.1)  # poll interval: the invariant must hold for the whole window
         broker.start()
         ids = [w for c in stuck for w in c.work_ids]
         assert reader.read_until(has_ids(ids), 120), case.logs()

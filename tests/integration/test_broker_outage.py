@@ -66,7 +66,7 @@ def run_outage(case, broker, outage):
             "replication connection was lost or replaced during the outage: %r\n%s" % (
                 s, case.logs())
         samples += 1
-        time.sleep(0.1)
+        time.sleep(0.1)  # poll interval: the slot must stay put for the whole outage
     assert samples > 10
 
     if outage == "freeze":
