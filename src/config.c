@@ -384,6 +384,23 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                         return 0;
                 }
         }
+        /*
+         * Defaults before the command line, so that a value given explicitly
+         * (even 0, e.g. --shutdown-timeout=0) is never replaced by its default.
+         * The table default is applied after, only if no -t was given.
+         */
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *o = &opt_defs[i];
+                char *field = (char *)&conf + o->offset;
+
+                if (!o->def)
+                        continue;
+                if (o->type == OPT_STRING)
+                        *(const char **)field = o->def;
+                else if ((o->type == OPT_INT && parse_int(o->def, (int64_t *)field) < 0) ||
+                         (o->type == OPT_SECONDS && parse_seconds_ms(o->def, (int64_t *)field) < 0))
+                        return -EINVAL;  /* a broken table entry */
+        }
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, shortopts, longopts, &idx)) != -1) {
@@ -421,28 +438,8 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                 r = -EINVAL;
                 goto fail;
         }
-        /* Defaults for what was not given. */
-        for (size_t i = 0; i < N_OPTS; i++) {
-                const struct opt_def *o = &opt_defs[i];
-
-                if (!o->def)
-                        continue;
-                if (o->type == OPT_TABLE) {
-                        if (conf.ntables == 0 && (r = add_table(&conf, o->def, err, errlen)) < 0)
-                                goto fail;
-                } else if (o->type == OPT_STRING) {
-                        if (!*(const char **)((char *)&conf + o->offset))
-                                *(const char **)((char *)&conf + o->offset) = o->def;
-                } else if (o->type == OPT_INT || o->type == OPT_SECONDS) {
-                        int64_t *p = (int64_t *)((char *)&conf + o->offset);
-
-                        if (*p == 0 && (o->type == OPT_INT ? parse_int(o->def, p)
-                                                           : parse_seconds_ms(o->def, p)) < 0) {
-                                r = -EINVAL;
-                                goto fail;
-                        }
-                }
-        }
+        if (conf.ntables == 0 && (r = add_table(&conf, "public.outbox", err, errlen)) < 0)
+                goto fail;
         if (!conf.key_column)
                 conf.key_column = conf.id_column;
         if (strcmp(conf.on_error, "stop") != 0 && strcmp(conf.on_error, "dead-letter") != 0) {

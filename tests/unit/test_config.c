@@ -109,6 +109,21 @@ static void test_help(void)
         CHECK(strstr(err, "-x") != NULL);
 }
 
+/* Regression: an explicit 0 was replaced by the option's default. */
+static void test_explicit_zero(void)
+{
+        struct relay_config c;
+        char err[512];
+
+        CHECK_INT(PARSE(&c, err, "--shutdown-timeout", "0"), 0);
+        CHECK_INT(c.shutdown_timeout_ms, 0);
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "--topic", "x.${kind}"), 0);
+        CHECK_STR(c.topic_template, "x.${kind}");
+        CHECK_INT(c.shutdown_timeout_ms, 30000);
+        config_free(&c);
+}
+
 static void test_table_names(void)
 {
         struct table_name t;
@@ -135,5 +150,6 @@ int main(void)
         test_refusals();
         test_table_names();
         test_help();
+        test_explicit_zero();
         return check_summary();
 }
