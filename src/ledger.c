@@ -208,6 +208,20 @@ int ledger_ack(struct ledger *l, ledger_ticket ticket)
         return 0;
 }
 
+int ledger_ticket_stamp(const struct ledger *l, ledger_ticket ticket, int64_t *ret_stamp)
+{
+        uint64_t seq = ticket & SEQ_MASK;
+        const struct ledger_txn *t;
+
+        if ((ticket >> SEQ_BITS) != (l->epoch & 0xffff) || seq < l->head_seq || seq >= l->tail_seq)
+                return -ENOENT;
+        t = entry(l, seq);
+        if (t->outstanding == 0)
+                return -ENOENT;
+        *ret_stamp = t->stamp;
+        return 0;
+}
+
 void ledger_keepalive(struct ledger *l, uint64_t wal_end)
 {
         if (wal_end <= l->flush_lsn)

@@ -89,6 +89,14 @@ int ledger_commit(struct ledger *l, uint64_t end_lsn);
 int ledger_ack(struct ledger *l, ledger_ticket ticket);
 
 /*
+ * ledger_ticket_stamp() - the @stamp given to ledger_begin() for the
+ * transaction of @ticket (the relay's commit time in µs), for commit-to-ack
+ * latency; call it before ledger_ack(). Returns 0 and sets *ret_stamp, or
+ * -ENOENT for a ticket the ledger does not know (as ledger_ack()).
+ */
+int ledger_ticket_stamp(const struct ledger *l, ledger_ticket ticket, int64_t *ret_stamp);
+
+/*
  * ledger_keepalive() - a primary keepalive reported @wal_end (LSN). Adopted
  * as the flush LSN as soon as all transactions read before it, including an
  * open one, are fully acknowledged (at once if there are none).

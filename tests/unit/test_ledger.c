@@ -154,7 +154,13 @@ static void test_oldest_stamp(void)
         CHECK_INT(ledger_commit(l, 200), 0);
         CHECK_INT(ledger_oldest_stamp(l, &st), 0);
         CHECK_INT(st, 1111);
+        /* Each ticket finds its own transaction's stamp, acked in any order. */
+        CHECK_INT(ledger_ticket_stamp(l, b, &st), 0);
+        CHECK_INT(st, 2222);
+        CHECK_INT(ledger_ticket_stamp(l, a, &st), 0);
+        CHECK_INT(st, 1111);
         CHECK_INT(ledger_ack(l, a), 0);
+        CHECK_INT(ledger_ticket_stamp(l, a, &st), -ENOENT);
         CHECK_INT(ledger_oldest_stamp(l, &st), 0);
         CHECK_INT(st, 2222);
         CHECK_INT(ledger_ack(l, b), 0);
