@@ -58,7 +58,10 @@ struct relay_config {
         uint64_t dead_letter_transaction; /* --dead-letter-transaction: end LSN, or LSN_INVALID */
         const char *null_payload;      /* --null-payload: "error" or "tombstone" */
         bool null_tombstone;           /* null_payload is "tombstone" */
-        const char *metrics_address;   /* --metrics-address HOST:PORT, NULL: no endpoint */
+        const char *metrics_address;   /* --http (alias --metrics-address) HOST:PORT, NULL: none */
+        int64_t ready_timeout_ms;      /* --ready-timeout, given in seconds; 0: no progress check */
+        int64_t stats_interval_ms;     /* --stats-interval, given in seconds; 0: no stats lines */
+        int64_t metrics_max_topics;    /* --metrics-max-topics: topic labels kept apart */
         int verbose;                   /* -v, repeatable */
         bool show_help;
         bool show_version;

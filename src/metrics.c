@@ -19,8 +19,101 @@ struct metrics {
         struct MHD_Daemon *daemon;
         struct metrics_snapshot snap;
         char slot[64];
-        char body[8192];
+        char *body;             /* grows to fit /metrics, up to BODY_MAX */
+        size_t body_size;
 };
+
+#define BODY_MAX (4u << 20)     /* bytes; 1024 topics and error names fit many times over */
+
+struct label_entry {
+        char name[METRICS_LABEL_MAX + 1];
+        uint64_t value;
+};
+
+struct metrics_labels {
+        unsigned cap, n, last;  /* last: index of the latest hit, for runs of one label */
+        uint64_t other;
+        struct label_entry e[];
+};
+
+const double metrics_latency_bounds[METRICS_LATENCY_BUCKETS] = {
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+};
+
+struct metrics_labels *metrics_labels_new(unsigned cap)
+{
+        struct metrics_labels *f;
+
+        if (cap == 0 || cap > METRICS_LABELS_CAP_MAX)
+                return NULL;
+        f = calloc(1, sizeof(*f) + cap * sizeof(f->e[0]));
+        if (f)
+                f->cap = cap;
+        return f;
+}
+
+struct metrics_labels *metrics_labels_free(struct metrics_labels *f)
+{
+        free(f);
+        return NULL;
+}
+
+void metrics_labels_add(struct metrics_labels *f, const char *label, uint64_t n)
+{
+        size_t len = strlen(label);
+
+        if (f->n > 0 && strcmp(f->e[f->last].name, label) == 0) {
+                f->e[f->last].value += n;
+                return;
+        }
+        for (unsigned i = 0; i < f->n; i++) {
+                if (strcmp(f->e[i].name, label) == 0) {
+                        f->e[i].value += n;
+                        f->last = i;
+                        return;
+                }
+        }
+        if (f->n == f->cap || len > METRICS_LABEL_MAX || strcmp(label, METRICS_OTHER) == 0) {
+                f->other += n;
+                return;
+        }
+        memcpy(f->e[f->n].name, label, len + 1);
+        f->e[f->n].value = n;
+        f->last = f->n++;
+}
+
+uint64_t metrics_labels_total(const struct metrics_labels *f)
+{
+        uint64_t n = f->other;
+
+        for (unsigned i = 0; i < f->n; i++)
+                n += f->e[i].value;
+        return n;
+}
+
+uint64_t metrics_labels_get(const struct metrics_labels *f, const char *label)
+{
+        if (strcmp(label, METRICS_OTHER) == 0)
+                return f->other;
+        for (unsigned i = 0; i < f->n; i++)
+                if (strcmp(f->e[i].name, label) == 0)
+                        return f->e[i].value;
+        return 0;
+}
+
+void metrics_histogram_observe(struct metrics_histogram *h, double seconds)
+{
+        if (!(seconds > 0))
+                seconds = 0;
+        for (int i = 0; i < METRICS_LATENCY_BUCKETS; i++) {
+                if (seconds <= metrics_latency_bounds[i]) {
+                        h->buckets[i]++;
+                        break;
+                }
+        }
+        h->count++;
+        h->sum += seconds;
+}
 
 static int add(char *buf, size_t size, size_t *o, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -44,6 +137,85 @@ static int add(char *buf, size_t size, size_t *o, const char *fmt, ...)
                         name " " type "\noutbox_relay_" name "{slot=\"%s\"} " fmt "\n", slot, val) < 0) \
                         return -ENOSPC;                                                             \
         } while (0)
+
+/* A label value as the exposition format wants it: \\, \" and \n escaped. */
+static int add_label_value(char *buf, size_t size, size_t *o, const char *v)
+{
+        for (; *v; v++) {
+                const char *esc = *v == '\\' ? "\\\\" : *v == '"' ? "\\\"" : *v == '\n' ? "\\n" : NULL;
+
+                if (esc ? add(buf, size, o, "%s", esc) < 0 : add(buf, size, o, "%c", *v) < 0)
+                        return -ENOSPC;
+        }
+        return 0;
+}
+
+static int add_labelled(char *buf, size_t size, size_t *o, const char *slot, const char *name,
+                        const char *label, const char *help, const struct metrics_labels *f)
+{
+        if (add(buf, size, o, "# HELP outbox_relay_%s %s\n# TYPE outbox_relay_%s counter\n", name, help,
+                name) < 0)
+                return -ENOSPC;
+        for (unsigned i = 0; f && i <= f->n; i++) {
+                const char *v = i < f->n ? f->e[i].name : METRICS_OTHER;
+                uint64_t n = i < f->n ? f->e[i].value : f->other;
+
+                if (i == f->n && n == 0)
+                        break;
+                if (add(buf, size, o, "outbox_relay_%s{slot=\"%s\",%s=\"", name, slot, label) < 0 ||
+                    add_label_value(buf, size, o, v) < 0 ||
+                    add(buf, size, o, "\"} %llu\n", (unsigned long long)n) < 0)
+                        return -ENOSPC;
+        }
+        return 0;
+}
+
+static int add_histogram(char *buf, size_t size, size_t *o, const char *slot,
+                         const struct metrics_histogram *h)
+{
+        static const struct metrics_histogram none;
+        uint64_t cum = 0;
+
+        if (!h)
+                h = &none;
+        if (add(buf, size, o, "# HELP outbox_relay_commit_to_ack_seconds Time from a transaction's "
+                "commit (server clock) to Kafka's acknowledgement of each of its messages.\n"
+                "# TYPE outbox_relay_commit_to_ack_seconds histogram\n") < 0)
+                return -ENOSPC;
+        for (int i = 0; i < METRICS_LATENCY_BUCKETS; i++) {
+                cum += h->buckets[i];
+                if (add(buf, size, o, "outbox_relay_commit_to_ack_seconds_bucket{slot=\"%s\",le=\"%g\"} "
+                        "%llu\n", slot, metrics_latency_bounds[i], (unsigned long long)cum) < 0)
+                        return -ENOSPC;
+        }
+        if (add(buf, size, o, "outbox_relay_commit_to_ack_seconds_bucket{slot=\"%s\",le=\"+Inf\"} %llu\n"
+                "outbox_relay_commit_to_ack_seconds_sum{slot=\"%s\"} %.6f\n"
+                "outbox_relay_commit_to_ack_seconds_count{slot=\"%s\"} %llu\n", slot,
+                (unsigned long long)h->count, slot, h->sum, slot, (unsigned long long)h->count) < 0)
+                return -ENOSPC;
+        return 0;
+}
+
+bool metrics_ready(const struct metrics_snapshot *s, char *why, size_t size)
+{
+        if (!s->streaming) {
+                snprintf(why, size, "not streaming (%s)", s->state ? s->state : "starting");
+                return false;
+        }
+        if (s->brokers_up == 0) {
+                snprintf(why, size, "no Kafka broker connected");
+                return false;
+        }
+        if (s->ready_timeout_ms > 0 && s->since_progress_ms > s->ready_timeout_ms) {
+                snprintf(why, size, "stuck: no acknowledgement or confirmation for %lld s with %llu "
+                         "messages outstanding (ready timeout %lld s)",
+                         (long long)(s->since_progress_ms / 1000), (unsigned long long)s->outstanding,
+                         (long long)(s->ready_timeout_ms / 1000));
+                return false;
+        }
+        snprintf(why, size, "ready");
+        return true;
+}
 
 int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf, size_t size)
 {
@@ -88,6 +260,26 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                "Age of the oldest transaction with unacknowledged messages.", "%.3f",
                s->oldest_unacked_ms / 1000.0);
         METRIC("gauge", "streaming", "1 while a replication stream is open.", "%d", s->streaming ? 1 : 0);
+        METRIC("gauge", "server_wal_end_lsn", "Newest WAL end the server reported, in bytes.", "%llu",
+               (unsigned long long)s->server_lsn);
+        METRIC("gauge", "seconds_since_last_confirm",
+               "Seconds since the confirmed LSN last advanced or caught up with what was read "
+               "(-1: never).", "%.3f", s->since_confirm_ms < 0 ? -1.0 : s->since_confirm_ms / 1000.0);
+        METRIC("gauge", "kafka_brokers_up", "Kafka brokers with an open connection (-1: not known yet).",
+               "%d", s->brokers_up);
+        {
+                char why[256];
+
+                METRIC("gauge", "ready", "1 while /readyz answers 200.", "%d",
+                       metrics_ready(s, why, sizeof(why)) ? 1 : 0);
+        }
+        if (add_labelled(buf, size, &o, slot, "rows_published_total", "topic",
+                         "Rows Kafka acknowledged, by topic (topics past the cap are counted as "
+                         "\"" METRICS_OTHER "\").", s->published_by_topic) < 0 ||
+            add_labelled(buf, size, &o, slot, "delivery_errors_total", "code",
+                         "Failed delivery reports, by Kafka error name.", s->errors_by_code) < 0 ||
+            add_histogram(buf, size, &o, slot, s->latency) < 0)
+                return -ENOSPC;
         return (int)o;
 }
 
@@ -107,18 +299,35 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         (void)upload_data_size;
         (void)con_cls;
         if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-                n = snprintf(m->body, sizeof(m->body), "method not allowed\n");
+                n = snprintf(m->body, m->body_size, "method not allowed\n");
                 status = MHD_HTTP_METHOD_NOT_ALLOWED;
         } else if (strcmp(url, "/metrics") == 0) {
-                n = metrics_format(&m->snap, m->slot, m->body, sizeof(m->body));
-                if (n < 0)
-                        n = 0;
-                type = "text/plain; version=0.0.4; charset=utf-8";
+                while ((n = metrics_format(&m->snap, m->slot, m->body, m->body_size)) == -ENOSPC &&
+                       m->body_size < BODY_MAX) {
+                        char *bigger = realloc(m->body, m->body_size * 2);
+
+                        if (!bigger)
+                                break;
+                        m->body = bigger;
+                        m->body_size *= 2;
+                }
+                if (n < 0) {
+                        n = snprintf(m->body, m->body_size, "cannot format metrics\n");
+                        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+                } else {
+                        type = "text/plain; version=0.0.4; charset=utf-8";
+                }
         } else if (strcmp(url, "/healthz") == 0) {
-                status = m->snap.streaming ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
-                n = snprintf(m->body, sizeof(m->body), "%s\n", m->snap.streaming ? "ok" : "not streaming");
+                /* Answered from the relay's own loop: that it answers is the news. */
+                n = snprintf(m->body, m->body_size, "ok\n");
+        } else if (strcmp(url, "/readyz") == 0) {
+                char why[256];
+
+                if (!metrics_ready(&m->snap, why, sizeof(why)))
+                        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+                n = snprintf(m->body, m->body_size, "%s\n", why);
         } else {
-                n = snprintf(m->body, sizeof(m->body), "not found: try /metrics or /healthz\n");
+                n = snprintf(m->body, m->body_size, "not found: try /metrics, /healthz or /readyz\n");
                 status = MHD_HTTP_NOT_FOUND;
         }
         resp = MHD_create_response_from_buffer((size_t)n, m->body, MHD_RESPMEM_MUST_COPY);
@@ -183,13 +392,19 @@ int metrics_new(const char *address, const char *slot, struct metrics **ret_m, c
         int flags = 0;
 
         if (parse_address(address, &ss, &flags) < 0) {
-                snprintf(err, errlen, "invalid --metrics-address \"%s\": expected HOST:PORT, e.g. "
+                snprintf(err, errlen, "invalid --http address \"%s\": expected HOST:PORT, e.g. "
                          "127.0.0.1:9187, [::1]:9187 or :9187", address);
                 return -EINVAL;
         }
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
+        m->body_size = 16384;
+        m->body = malloc(m->body_size);
+        if (!m->body) {
+                free(m);
+                return -ENOMEM;
+        }
         snprintf(m->slot, sizeof(m->slot), "%s", slot);
         m->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | flags, 0, NULL, NULL, answer, m,
                                      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
@@ -199,6 +414,7 @@ int metrics_new(const char *address, const char *slot, struct metrics **ret_m, c
         if (!m->daemon) {
                 snprintf(err, errlen, "cannot serve metrics on \"%s\": %s", address,
                          errno ? strerror(errno) : "libmicrohttpd refused");
+                free(m->body);
                 free(m);
                 return errno == EADDRINUSE ? -EADDRINUSE : -EIO;
         }
@@ -210,6 +426,7 @@ struct metrics *metrics_free(struct metrics *m)
 {
         if (m) {
                 MHD_stop_daemon(m->daemon);
+                free(m->body);
                 free(m);
         }
         return NULL;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ struct producer {
         producer_dr_fn *dr;
         producer_error_fn *on_error;
         void *ctx;
+        int brokers_up;         /* from the last statistics event; -1: none yet */
 };
 
 #define MAX_REPORT_HEADERS 32
@@ -71,7 +73,36 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                         hdrs[rep.nheaders++] = (struct producer_header){name, val, len};
                 rep.headers = hdrs;
         }
+        if (!m->err && p->brokers_up == 0)
+                p->brokers_up = 1;  /* an acknowledgement needs a connected broker */
         p->dr(p->ctx, &rep);
+}
+
+/*
+ * Statistics (librdkafka's STATISTICS.md): count the brokers whose
+ * connection is "UP", skipping bootstrap entries (nodeid -1).
+ * @locality: thread calling rd_kafka_poll().
+ */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
+{
+        struct producer *p = opaque;
+        cJSON *root = cJSON_ParseWithLength(json, json_len), *b;
+        int up = 0;
+
+        (void)rk;
+        if (!root)
+                return 0;
+        cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(root, "brokers")) {
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "nodeid");
+                const cJSON *state = cJSON_GetObjectItemCaseSensitive(b, "state");
+
+                if (cJSON_IsNumber(id) && id->valuedouble >= 0 && cJSON_IsString(state) &&
+                    strcmp(state->valuestring, "UP") == 0)
+                        up++;
+        }
+        p->brokers_up = up;
+        cJSON_Delete(root);
+        return 0;  /* librdkafka frees json */
 }
 
 /* @locality: thread calling rd_kafka_poll(). */
@@ -80,6 +111,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         struct producer *p = opaque;
 
         (void)rk;
+        if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+                p->brokers_up = 0;  /* at once; the next statistics event says when they are back */
         p->on_error(p->ctx, err == RD_KAFKA_RESP_ERR__FATAL, err, reason);
 }
 
@@ -131,6 +164,7 @@ int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_e
         p->dr = dr;
         p->on_error = on_error;
         p->ctx = ctx;
+        p->brokers_up = -1;
         kc = rd_kafka_conf_new();
         /* Our defaults first, then the user's -X (checked by config), then what may not change. */
         if (set(kc, "bootstrap.servers", conf->brokers, err, errlen) < 0 ||
@@ -143,6 +177,10 @@ int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_e
         if (!user_prop(conf, "queue.buffering.max.messages") &&
             set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
                 goto fail_conf;
+        /* Broker states for /readyz, unless the user chose an interval. */
+        if (conf->metrics_address && !user_prop(conf, "statistics.interval.ms") &&
+            set(kc, "statistics.interval.ms", "5000", err, errlen) < 0)
+                goto fail_conf;
         for (size_t i = 0; i < conf->nprops; i++)
                 if (set(kc, conf->props[i].name, conf->props[i].value, err, errlen) < 0)
                         goto fail_conf;
@@ -152,6 +190,7 @@ int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_e
                 goto fail_conf;
         rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
         rd_kafka_conf_set_error_cb(kc, error_cb);
+        rd_kafka_conf_set_stats_cb(kc, stats_cb);
         rd_kafka_conf_set_log_cb(kc, log_cb);
         rd_kafka_conf_set_opaque(kc, p);
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, kerr, sizeof(kerr));
@@ -245,6 +284,11 @@ int producer_send(struct producer *p, const char *topic, const char *key, size_t
         default:
                 return -EIO;
         }
+}
+
+int producer_brokers_up(const struct producer *p)
+{
+        return p->brokers_up;
 }
 
 int producer_outq_len(struct producer *p)

@@ -103,6 +103,15 @@ int producer_send(struct producer *p, const char *topic, const char *key, size_t
 int producer_outq_len(struct producer *p);
 
 /*
+ * producer_brokers_up() - how many brokers (not bootstrap entries) had an
+ * open connection ("state": "UP") in librdkafka's last statistics event
+ * (STATISTICS.md), or -1 before the first one. Statistics are on, every
+ * 5000 ms, when conf->metrics_address is set and the user did not choose
+ * statistics.interval.ms.
+ */
+int producer_brokers_up(const struct producer *p);
+
+/*
  * producer_check_brokers() - ask the cluster for metadata, waiting up to
  * @timeout_ms. Returns 0 when a broker answered, or -EHOSTUNREACH with
  * librdkafka's reason in @err.

@@ -49,6 +49,8 @@
 #define MAX_HEADERS 16
 #define TOPIC_LIMITS 16           /* topics whose max.message.bytes is remembered */
 
+static const char STATE_STREAMING[] = "streaming";
+
 enum { SESSION_ENDED, SESSION_SLOT_BUSY };
 
 struct relay {
@@ -94,6 +96,15 @@ struct relay {
 
         struct metrics_counters c;
         uint64_t ignored[W2J_UNKNOWN + 1];
+        struct metrics_labels *topics;     /* acknowledged rows by topic, bounded */
+        struct metrics_labels *errors;     /* failed delivery reports by error name, bounded */
+        struct metrics_histogram latency;  /* commit to acknowledgement */
+        int64_t last_confirm_ms;   /* monotonic; the flush LSN advanced or caught up; 0: never */
+        int64_t last_progress_ms;  /* monotonic; an ack, a confirm or nothing pending; 0: never */
+        const char *state;         /* for /readyz */
+        int64_t last_stats_ms;     /* the periodic stats line */
+        struct metrics_counters stats_prev;
+        uint64_t stats_prev_errors;
 
         struct {
                 char name[RECORD_TOPIC_MAX + 1];
@@ -242,25 +253,76 @@ static bool backpressured(const struct relay *r)
                (int64_t)r->inflight_bytes >= r->conf->max_inflight_bytes;
 }
 
+static uint64_t delivery_errors(const struct relay *r)
+{
+        return metrics_labels_total(r->errors);
+}
+
+/* The periodic one-line summary at info level (--stats-interval). */
+static void maybe_log_stats(struct relay *r, int64_t now, int64_t oldest_ms)
+{
+        int64_t span = now - r->last_stats_ms;
+        uint64_t flush = ledger_flush_lsn(r->ledger), errors = delivery_errors(r);
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+
+        if (r->conf->stats_interval_ms <= 0)
+                return;
+        if (!r->last_stats_ms) {
+                r->last_stats_ms = now;
+                return;
+        }
+        if (span < r->conf->stats_interval_ms)
+                return;
+        log_info("stats: %" PRIu64 " rows acknowledged in %.0f s (%.1f/s), %" PRIu64 " dead-lettered, "
+                 "%" PRIu64 " delivery errors; confirmed LSN %s, server WAL end %s (lag %" PRIu64
+                 " bytes); %" PRIu64 " messages outstanding, oldest unacknowledged %.1f s; %" PRIu64
+                 " reconnects", r->c.acked - r->stats_prev.acked, span / 1000.0,
+                 (r->c.acked - r->stats_prev.acked) * 1000.0 / (double)span,
+                 r->c.dead_lettered - r->stats_prev.dead_lettered, errors - r->stats_prev_errors,
+                 lsn_format(flush, a), lsn_format(r->server_lsn, b),
+                 r->server_lsn > flush ? r->server_lsn - flush : 0, ledger_outstanding(r->ledger),
+                 oldest_ms / 1000.0, r->c.reconnects);
+        r->stats_prev = r->c;
+        r->stats_prev_errors = errors;
+        r->last_stats_ms = now;
+}
+
+/* Progress clocks, the stats line, and the numbers /metrics and /readyz serve. */
 static void publish_metrics(struct relay *r)
 {
-        int64_t oldest;
-        struct metrics_snapshot s = {
+        int64_t oldest, now = mono_ms(), oldest_ms = 0;
+        bool pending = ledger_oldest_stamp(r->ledger, &oldest) == 0;
+
+        /* Commit time of the oldest transaction read but not yet confirmable. */
+        if (pending && wall_us() > oldest)
+                oldest_ms = (wall_us() - oldest) / 1000;
+        if (!pending && r->pg) {
+                /* Nothing waits for Kafka: caught up, which is progress. */
+                r->last_progress_ms = now;
+                if (ledger_flush_lsn(r->ledger) == r->sent_flush_lsn)
+                        r->last_confirm_ms = now;
+        }
+        maybe_log_stats(r, now, oldest_ms);
+        if (!r->metrics)
+                return;
+        metrics_update(r->metrics, &(struct metrics_snapshot){
                 .c = r->c,
                 .flush_lsn = ledger_flush_lsn(r->ledger),
                 .write_lsn = r->write_lsn,
                 .server_lsn = r->server_lsn,
                 .outstanding = ledger_outstanding(r->ledger),
                 .inflight_bytes = r->inflight_bytes,
-                .streaming = r->pg != NULL && !r->failure,
-        };
-
-        if (!r->metrics)
-                return;
-        /* Commit time of the oldest transaction read but not yet confirmable. */
-        if (ledger_oldest_stamp(r->ledger, &oldest) == 0 && wall_us() > oldest)
-                s.oldest_unacked_ms = (wall_us() - oldest) / 1000;
-        metrics_update(r->metrics, &s);
+                .oldest_unacked_ms = oldest_ms,
+                .since_confirm_ms = r->last_confirm_ms ? now - r->last_confirm_ms : -1,
+                .since_progress_ms = r->last_progress_ms ? now - r->last_progress_ms : -1,
+                .ready_timeout_ms = r->conf->ready_timeout_ms,
+                .brokers_up = r->prod ? producer_brokers_up(r->prod) : 0,
+                .streaming = r->pg != NULL && !r->failure && r->state == STATE_STREAMING,
+                .state = r->failure ? "failed" : r->state,
+                .published_by_topic = r->topics,
+                .errors_by_code = r->errors,
+                .latency = &r->latency,
+        });
 }
 
 static int send_status(struct relay *r)
@@ -275,6 +337,8 @@ static int send_status(struct relay *r)
                         fail(r, RELAY_EXIT_RETRY, "could not send standby status update: %s", err);
                 return -EIO;
         }
+        if (flush > r->sent_flush_lsn)
+                r->last_confirm_ms = r->last_progress_ms = mono_ms();
         if (flush != r->sent_flush_lsn)
                 log_debug("confirmed flush LSN %s (write %s, %" PRIu64 " messages outstanding)",
                           lsn_format(flush, a), lsn_format(write, b), ledger_outstanding(r->ledger));
@@ -471,14 +535,22 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
         uint64_t ticket = rep->ticket & ~TICKET_RESENT;
 
         if (rep->err == 0) {
+                int64_t stamp;
+                bool stamped = ledger_ticket_stamp(r->ledger, ticket, &stamp) == 0;
+
                 if (ledger_ack(r->ledger, ticket) == 0) {
                         size_t bytes = rep->key_len + rep->value_len;
 
                         r->inflight_bytes -= bytes < r->inflight_bytes ? bytes : r->inflight_bytes;
                         r->c.acked++;
+                        r->last_progress_ms = mono_ms();
+                        metrics_labels_add(r->topics, rep->topic, 1);
+                        if (stamped)
+                                metrics_histogram_observe(&r->latency, (wall_us() - stamp) / 1e6);
                 }
                 return;
         }
+        metrics_labels_add(r->errors, rep->errname, 1);
         producer_header_value(rep, "ce_id", work_id, sizeof(work_id));
         producer_header_value(rep, "ce_pglsn", lsn, sizeof(lsn));
         producer_header_value(rep, "ce_pgxid", xid, sizeof(xid));
@@ -1052,6 +1124,7 @@ static int session(struct relay *r, const char *add_tables)
         char err[ERRLEN], state[6] = "", a[LSN_STRLEN];
         int ret;
 
+        r->state = "connecting";
         ret = pgstream_connect(r->conf->conninfo, &r->pg, &r->sys, err, sizeof(err));
         if (ret < 0) {
                 fail(r, RELAY_EXIT_RETRY, "cannot open the replication connection: %s", err);
@@ -1069,8 +1142,10 @@ static int session(struct relay *r, const char *add_tables)
                 return SESSION_ENDED;
         }
         ret = check_slot(r);
-        if (ret == -EBUSY)
+        if (ret == -EBUSY) {
+                r->state = "standby: the slot is held by another process";
                 return SESSION_SLOT_BUSY;
+        }
         if (ret < 0)
                 return SESSION_ENDED;
         ret = pgstream_start(r->pg, &st, err, sizeof(err), state);
@@ -1078,6 +1153,7 @@ static int session(struct relay *r, const char *add_tables)
                 if (strcmp(state, "55006") == 0) {
                         log_info("replication slot \"%s\" is in use: %s; waiting as a warm standby",
                                  r->conf->slot, err);
+                        r->state = "standby: the slot is held by another process";
                         return SESSION_SLOT_BUSY;
                 }
                 fail(r, strcmp(state, "42704") == 0 || strcmp(state, "42501") == 0 ||
@@ -1086,12 +1162,14 @@ static int session(struct relay *r, const char *add_tables)
                      state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "");
                 return SESSION_ENDED;
         }
+        r->state = STATE_STREAMING;
         log_info("streaming from slot \"%s\" (confirmed flush LSN %s) of system %s, database \"%s\"",
                  r->conf->slot, lsn_format(ledger_flush_lsn(r->ledger), a), r->sys.system_id,
                  r->sys.dbname);
         r->c.connects++;
         r->last_status_ms = mono_ms();
         stream(r);
+        r->state = *r->stop ? "stopping" : "stream ended";
         end_session(r);
         return SESSION_ENDED;
 }
@@ -1175,7 +1253,10 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
         /* The producer first: its settings are checked before a slot may be created. */
         r.dec = w2j_decoder_new();
         r.ledger = ledger_new(LSN_INVALID);
-        if (!r.dec || !r.ledger) {
+        r.topics = metrics_labels_new((unsigned)conf->metrics_max_topics);
+        r.errors = metrics_labels_new(64);
+        r.state = "starting";
+        if (!r.dec || !r.ledger || !r.topics || !r.errors) {
                 fail(&r, RELAY_EXIT_RETRY, "out of memory");
                 goto out;
         }
@@ -1251,6 +1332,7 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                         delay = backoff / 2 + rand() % (backoff / 2 + 1);
                         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
                         log_info("reconnecting in %" PRId64 " ms", delay);
+                        r.state = "reconnecting";
                 }
                 r.c.reconnects++;
                 pause_ms(&r, delay);
@@ -1266,6 +1348,8 @@ out:
         producer_free(r.prod);
         pgstream_free(r.pg);
         metrics_free(r.metrics);
+        metrics_labels_free(r.topics);
+        metrics_labels_free(r.errors);
         ledger_free(r.ledger);
         w2j_decoder_free(r.dec);
         record_spec_free(r.spec);
