@@ -127,8 +127,10 @@ CREATE TABLE outbox (
 -- (40001) instead: retry the whole transaction. If the row is deleted between
 -- the conflict and the comparison, the insert is tried again.
 --
--- The comparison needs the earlier row to be there: see "Cleanup" below for
--- what deleting rows gives up.
+-- The caller needs INSERT and SELECT on outbox, nothing more; no role of the
+-- application needs UPDATE or DELETE on it except the cleanup job. The
+-- comparison needs the earlier row to be there: see "Cleanup" below for what
+-- deleting rows gives up.
 CREATE FUNCTION outbox_enqueue(p_work_id text, p_kind text, p_payload jsonb,
                                p_entity_id text DEFAULT NULL, p_headers jsonb DEFAULT NULL)
 RETURNS boolean
@@ -146,8 +148,10 @@ BEGIN
         IF FOUND THEN
             RETURN true;
         END IF;
-        -- FOR SHARE keeps the row from being deleted or changed until commit.
-        SELECT * INTO stored FROM outbox WHERE work_id = p_work_id FOR SHARE;
+        -- Comparing with this copy is right even if the row is deleted
+        -- meanwhile: its message was published from the WAL. (No FOR SHARE,
+        -- which would need UPDATE privilege.)
+        SELECT * INTO stored FROM outbox WHERE work_id = p_work_id;
         EXIT WHEN FOUND;
     END LOOP;
 

@@ -82,6 +82,30 @@ def test_enqueue_raises_on_a_changed_payload(case):
     assert case.scalar("SELECT count(*) FROM outbox") == 2
 
 
+def test_enqueue_needs_only_insert_and_select(case):
+    """An application role that may only INSERT and SELECT the outbox (it must
+    not change stored intentions) can enqueue, repeat and be refused."""
+    app = "app_" + case.name[-40:]
+    case.pg.query('CREATE ROLE "%s"' % app)
+    try:
+        case.query('GRANT INSERT, SELECT ON outbox TO "%s"' % app)
+        conn = case.connect(autocommit=False)
+        cur = conn.cursor()
+        cur.execute('SET SESSION AUTHORIZATION "%s"' % app)
+        assert enqueue(cur, "order-103-ack") is True
+        conn.commit()
+        assert enqueue(cur, "order-103-ack") is False
+        conn.commit()
+        e = enqueue_error(conn, "order-103-ack", payload='{"total": "31.00"}')
+        assert e.pgcode == "WK001", e.pgerror
+        cur.execute("RESET SESSION AUTHORIZATION")
+        conn.commit()
+        conn.close()
+    finally:
+        case.query('DROP OWNED BY "%s"' % app)
+        case.pg.query('DROP ROLE "%s"' % app)
+
+
 def test_enqueue_repeat_publishes_nothing(case):
     case.relay()
     reader = case.reader()
