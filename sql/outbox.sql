@@ -1,17 +1,22 @@
 -- SPDX-License-Identifier: Apache-2.0
 --
--- The outbox table outbox-relay publishes from.
+-- The outbox table outbox-relay publishes from, the outbox_enqueue()
+-- function that writes to it, and how to clean it up.
 --
 -- Write one row per message in the same transaction as the business change
 -- that calls for it: the row commits if and only if the change commits.
 --
 --     BEGIN;
 --     INSERT INTO orders ...;
---     INSERT INTO outbox (work_id, kind, payload)
---     VALUES ('order-103-ack', 'order_received',
+--     SELECT outbox_enqueue('order-103-ack', 'order_received',
 --             '{"order_id":103,"customer_id":1,"total":"29.00",
 --               "message":"Order received; payment still pending"}');
 --     COMMIT;
+--
+-- A plain INSERT INTO outbox (work_id, kind, payload) VALUES (...) works too;
+-- outbox_enqueue() adds the check of a repeated work ID (below). An error
+-- from either must abort the business transaction: never catch it and commit
+-- the change without its message.
 --
 -- The relay does not poll this table. It reads committed INSERTs from the
 -- write-ahead log through a logical replication slot (plugin wal2json), in
@@ -20,13 +25,32 @@
 --
 -- The relay confirms a commit to the slot only after Kafka acknowledged every
 -- message up to that commit; the slot, not this table, remembers progress.
--- Deleting published rows (DELETE FROM outbox WHERE created_at < now() -
--- interval '7 days', or a partition drop) is therefore safe at any time and
--- never re-publishes or loses anything. Delivery is at-least-once: consumers
--- deduplicate by work ID (the record key by default, and the ce_id header).
+-- Delivery is at-least-once: consumers deduplicate by work ID (the record key
+-- by default, and the ce_id header). What deleting rows changes is described
+-- under "Cleanup" at the end of this file.
 --
 -- Requires wal_level = logical. Column names other than these can be used
--- with the relay's --id-column, --key-column and --payload-column options.
+-- with the relay's --id-column, --key-column, --payload-column and
+-- --headers-column options. The relay's login: sql/role.sql. Watching the
+-- slot: sql/monitoring.sql.
+
+-- The relay's rules for the headers column (src/record.c checks the same):
+-- NULL, or an object of at most 64 string values whose names have 1 to 255
+-- bytes and are not reserved ("ce_*", "outbox_relay_*", "content-type",
+-- compared without regard to case).
+CREATE FUNCTION outbox_headers_valid(h jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT h IS NULL OR (
+        jsonb_typeof(h) = 'object' AND
+        (SELECT count(*) <= 64 AND
+                coalesce(bool_and(jsonb_typeof(value) = 'string'
+                                  AND octet_length(key) BETWEEN 1 AND 255
+                                  AND lower(key) NOT LIKE 'ce\_%'
+                                  AND lower(key) NOT LIKE 'outbox\_relay\_%'
+                                  AND lower(key) <> 'content-type'), true)
+         FROM jsonb_each(h)))
+$$;
 
 CREATE TABLE outbox (
     -- Stable identity of this piece of work, chosen by the application (for
@@ -54,5 +78,163 @@ CREATE TABLE outbox (
     -- When the row was written (wall clock at insert, not transaction start).
     -- For housekeeping only; the relay uses the commit time from the WAL as
     -- the record timestamp and ce_time.
-    created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+
+    -- Optional extra Kafka headers: NULL for none, or a JSON object whose
+    -- values are all strings, e.g. '{"traceparent": "00-4bf9...-01"}'. Each
+    -- pair becomes one header (name = key, value = the string's UTF-8 bytes),
+    -- published after the relay's own ce_* headers. At most 64 pairs, names
+    -- of 1 to 255 bytes; names beginning with "ce_" or "outbox_relay_" and
+    -- "content-type" (any case) are the relay's. A value outside these rules
+    -- makes the row unpublishable (the relay's --on-error policy decides).
+    -- Read through --headers-column (default headers); a table without the
+    -- column publishes no extra headers. The CHECK below refuses such values
+    -- at the writer, where the transaction can still be fixed.
+    headers     jsonb CHECK (outbox_headers_valid(headers))
 );
+
+
+-- outbox_enqueue() - write one message to the outbox, idempotently.
+--
+-- Call it inside the business transaction. Returns true when it inserted the
+-- row (the relay will publish it once the transaction commits), false when a
+-- row with this work ID already exists with the same kind, payload, entity_id
+-- and headers: the call is then a no-op, nothing new is written to the WAL
+-- and nothing is published again.
+--
+-- A work ID names one intention. When the stored row differs (a changed total,
+-- another kind, entity or headers), the function does not keep either one
+-- silently: it raises SQLSTATE WK001 (letters W, K: "work ID reused"), which
+-- aborts the transaction, with
+--     ERROR:  work ID "order-103-ack" is already in the outbox with a different payload
+--     DETAIL:  payload: stored {"total": "29.00"}, new {"total": "31.00"}
+--     HINT:  A work ID names one intention and its message must not change: ...
+-- (or "with a different kind", "... entity_id", "with different headers").
+-- Catch it by SQLSTATE ('WK001'), not as unique_violation (23505), so that a
+-- handler for plain duplicates cannot mistake it for a harmless repeat.
+--
+-- Payloads and headers are compared as PostgreSQL prints the jsonb, which is
+-- the text the relay publishes: key order and spacing do not matter, but
+-- 29.00 and 29.0 differ (jsonb's = would call them equal, and a receiver could
+-- be handed either text under one work ID).
+--
+-- Concurrency: INSERT ... ON CONFLICT DO NOTHING waits for another
+-- transaction that inserted the same work ID and has not finished. If that
+-- one commits, this call compares against its row; if it rolls back, this call
+-- inserts. So two transactions can never both commit different messages under
+-- one work ID. Under REPEATABLE READ or SERIALIZABLE a conflicting row that
+-- committed after this transaction's snapshot raises serialization_failure
+-- (40001) instead: retry the whole transaction. If the row is deleted between
+-- the conflict and the comparison, the insert is tried again.
+--
+-- The caller needs INSERT and SELECT on outbox, nothing more; no role of the
+-- application needs UPDATE or DELETE on it except the cleanup job. The
+-- comparison needs the earlier row to be there: see "Cleanup" below for what
+-- deleting rows gives up.
+CREATE FUNCTION outbox_enqueue(p_work_id text, p_kind text, p_payload jsonb,
+                               p_entity_id text DEFAULT NULL, p_headers jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    stored outbox%ROWTYPE;
+    what text;
+BEGIN
+    LOOP
+        INSERT INTO outbox (work_id, kind, payload, entity_id, headers)
+        VALUES (p_work_id, p_kind, p_payload, p_entity_id, p_headers)
+        ON CONFLICT (work_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        -- Comparing with this copy is right even if the row is deleted
+        -- meanwhile: its message was published from the WAL. (No FOR SHARE,
+        -- which would need UPDATE privilege.)
+        SELECT * INTO stored FROM outbox WHERE work_id = p_work_id;
+        EXIT WHEN FOUND;
+    END LOOP;
+
+    IF stored.kind IS DISTINCT FROM p_kind THEN
+        what := format('kind: stored %L, new %L', stored.kind, p_kind);
+    ELSIF stored.payload::text IS DISTINCT FROM p_payload::text THEN
+        what := format('payload: stored %s, new %s', stored.payload, p_payload);
+    ELSIF stored.entity_id IS DISTINCT FROM p_entity_id THEN
+        what := format('entity_id: stored %L, new %L', stored.entity_id, p_entity_id);
+    ELSIF stored.headers::text IS DISTINCT FROM p_headers::text THEN
+        what := format('headers: stored %s, new %s',
+                       coalesce(stored.headers::text, 'NULL'), coalesce(p_headers::text, 'NULL'));
+    ELSE
+        RETURN false;
+    END IF;
+    RAISE EXCEPTION 'work ID "%" is already in the outbox with %', p_work_id,
+                    CASE split_part(what, ':', 1) WHEN 'headers' THEN 'different headers'
+                    ELSE 'a different ' || split_part(what, ':', 1) END
+        USING ERRCODE = 'WK001',
+              DETAIL = what,
+              HINT = 'A work ID names one intention and its message must not change: '
+                     'repeat the stored message unchanged, or give a corrected message '
+                     'a new work ID (and say which one it replaces).';
+END;
+$$;
+
+-- Cleanup
+--
+-- The relay never reads this table, so deleting rows never makes it lose or
+-- re-publish a message: a row is published from its INSERT in the WAL, also
+-- when the row is gone by then. What a deletion gives up is evidence:
+--   * the comparison in outbox_enqueue(): after the row is gone, a repeat
+--     with the same work ID is inserted as new and published again (receivers
+--     that still remember the work ID drop it; those past their deduplication
+--     horizon act again), and a changed payload is no longer detected;
+--   * the row itself as the way to recover messages that the relay never
+--     published if the slot is lost (dropped, or invalidated by
+--     max_slot_wal_keep_size): a new slot starts at the current WAL.
+-- Choose one of:
+--
+-- (a) Insert and delete in the same transaction. The table stays empty and
+--     needs no vacuuming of old rows; the INSERT still reaches the WAL and is
+--     published, the DELETE is ignored by the relay:
+--
+--         BEGIN;
+--         INSERT INTO orders ...;
+--         INSERT INTO outbox (work_id, kind, payload) VALUES (...);
+--         DELETE FROM outbox WHERE work_id = 'order-103-ack';
+--         COMMIT;
+--
+--     Nothing is left to compare a repeat against (outbox_enqueue() then
+--     always inserts), and nothing is left to recover from if the slot is
+--     lost. Use it when the application itself never repeats an enqueue
+--     (e.g. the business row's own key already rejects a repeated request)
+--     and the receivers deduplicate.
+--
+-- (b) Keep rows for a retention period and delete older ones, but only those
+--     that the slot has confirmed. A row counts as confirmed when its
+--     inserting transaction is older than the slot's catalog_xmin: every such
+--     transaction ended before a WAL position that the slot has confirmed
+--     (catalog_xmin only advances once confirmed_flush_lsn passes the
+--     running-transactions record it was taken from, which PostgreSQL writes
+--     about every 15 s while the server is busy and at each checkpoint). So
+--     the retention only has to exceed the longest repeat window of the
+--     application; rows the relay has not confirmed yet (the relay stopped,
+--     Kafka down, the relay lagging) stay whatever their age, and while the
+--     slot does not exist nothing is deleted. Run this periodically, e.g. from
+--     cron or pg_cron, with your slot's name and retention:
+--
+--         DELETE FROM outbox
+--         WHERE created_at < clock_timestamp() - interval '7 days'
+--           AND age(xmin) > (SELECT age(catalog_xmin) FROM pg_replication_slots
+--                            WHERE slot_name = 'outbox_relay');
+--
+--     (age() compares transaction IDs across wraparound; "older than" is a
+--     larger age.) Rows written before the slot was created also count as
+--     confirmed, although the relay never published them (it warns about
+--     them when it creates the slot). With several relays on one table, use
+--     the oldest catalog_xmin of their slots: max(age(catalog_xmin)). Delete
+--     in batches (LIMIT through a subquery on work_id) when the backlog is
+--     large, and let autovacuum (or a partition drop) reclaim the space.
+--
+--     Without the catalog_xmin condition, a purely time-based DELETE is safe
+--     only while the retention exceeds the relay's lag (the time from commit
+--     to the slot's confirmed_flush_lsn); watch that lag with
+--     sql/monitoring.sql.

@@ -60,6 +60,8 @@ static const struct opt_def opt_defs[] = {
          "column used as the Kafka value"},
         {"type-column", 0, OPT_STRING, OFF(type_column), "kind", 0, 0, "NAME",
          "column used as the ce_type header"},
+        {"headers-column", 0, OPT_STRING, OFF(headers_column), "headers", 0, 0, "NAME",
+         "column of extra Kafka headers, a JSON object of strings (used where the table has it)"},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
          "librdkafka property; repeatable"},
         {"status-interval", 's', OPT_SECONDS, OFF(status_interval_ms), "10", 100, 3600000, "SECONDS",

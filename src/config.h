@@ -45,6 +45,7 @@ struct relay_config {
         const char *key_column;        /* --key-column; defaults to id_column */
         const char *payload_column;    /* --payload-column */
         const char *type_column;       /* --type-column */
+        const char *headers_column;    /* --headers-column: extra Kafka headers, if the table has it */
         struct kafka_prop *props;      /* -X, in command-line order */
         size_t nprops;
         int64_t status_interval_ms;    /* -s, given in seconds */

@@ -51,7 +51,7 @@ static int check_settings(PGconn *c, const struct relay_config *conf, struct pre
                 "SELECT current_setting('server_version_num')::int, current_setting('wal_level'), "
                 "current_setting('server_encoding'), current_database(), "
                 "(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout'), "
-                "current_setting('output_plugin_libraries', true)", 0, NULL);
+                "(SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries')", 0, NULL);
         const char *opl;
         int rc = 0;
 
@@ -63,6 +63,12 @@ static int check_settings(PGconn *c, const struct relay_config *conf, struct pre
         res->server_version_num = atoi(PQgetvalue(r, 0, 0));
         snprintf(res->dbname, sizeof(res->dbname), "%s", PQgetvalue(r, 0, 3));
         res->wal_sender_timeout_ms = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
+        /*
+         * Debian's output_plugin_libraries is superuser-only: pg_settings hides
+         * it from a least-privilege role (sql/role.sql), where current_setting()
+         * would fail. Then the check is left to the server, which refuses the
+         * slot or the stream with its own message.
+         */
         opl = PQgetisnull(r, 0, 5) ? NULL : PQgetvalue(r, 0, 5);
         if (res->server_version_num < 100000) {
                 seterr(err, errlen, "server version %d is too old: outbox-relay needs PostgreSQL 10 "

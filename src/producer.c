@@ -26,7 +26,12 @@ struct producer {
         int brokers_up;         /* from the last statistics event; -1: none yet */
 };
 
-#define MAX_REPORT_HEADERS 32
+/*
+ * Headers a failed message's report carries back (a resend or dead-letter
+ * copies them): more than the relay ever sends, its 8 own and up to 64 of a
+ * row's headers column plus 3 dead-letter ones.
+ */
+#define MAX_REPORT_HEADERS 96
 
 const char *producer_header_value(const struct producer_report *report, const char *name, char *buf,
                                   size_t size)

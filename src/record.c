@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Outbox row -> Kafka record parts, and the --topic template. Pure: no I/O.
+ * Outbox row -> Kafka record parts, the --topic template and the headers
+ * column. Pure: no I/O.
  */
 #include "record.h"
 
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum { COL_ID, COL_KEY, COL_PAYLOAD, COL_TYPE, COL_FIXED };
 
@@ -29,6 +31,9 @@ struct record_spec {
         const char **found_type;        /* per name, scratch */
         bool allow_null_payload;
         char topic[RECORD_TOPIC_MAX + 2];
+        char *headers_column;           /* NULL: no extra headers */
+        cJSON *headers_json;            /* the last row's parsed headers column, scratch */
+        struct record_header headers[RECORD_HEADERS_MAX];
 };
 
 struct record_spec *record_spec_free(struct record_spec *spec)
@@ -43,6 +48,8 @@ struct record_spec *record_spec_free(struct record_spec *spec)
         free(spec->segs);
         free(spec->found);
         free(spec->found_type);
+        free(spec->headers_column);
+        cJSON_Delete(spec->headers_json);
         free(spec);
         return NULL;
 }
@@ -143,6 +150,17 @@ void record_spec_allow_null_payload(struct record_spec *spec, bool allow)
         spec->allow_null_payload = allow;
 }
 
+int record_spec_set_headers_column(struct record_spec *spec, const char *name)
+{
+        char *copy = strdup(name);
+
+        if (!copy)
+                return -ENOMEM;
+        free(spec->headers_column);
+        spec->headers_column = copy;
+        return 0;
+}
+
 /* json and jsonb text was checked by PostgreSQL on input; other types were not. */
 static bool is_json_type(const char *type)
 {
@@ -213,6 +231,104 @@ static int render_topic(struct record_spec *spec, const struct w2j_value **f, si
         return 0;
 }
 
+static const char *json_kind(const cJSON *j)
+{
+        return cJSON_IsObject(j) ? "object" : cJSON_IsArray(j) ? "array" :
+               cJSON_IsString(j) ? "string" : cJSON_IsNumber(j) ? "number" :
+               cJSON_IsBool(j) ? "boolean" : cJSON_IsNull(j) ? "null" : "value";
+}
+
+/*
+ * A "\u0000" escape: cJSON would cut the string there, so the header would
+ * lose bytes. Backslashes occur only inside JSON strings, so no need to track
+ * whether the scan is inside one.
+ */
+static bool has_nul_escape(const char *p, size_t len)
+{
+        for (size_t i = 0; i + 1 < len; i++) {
+                if (p[i] != '\\')
+                        continue;
+                if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
+                        return true;
+                i++;  /* past the escaped character */
+        }
+        return false;
+}
+
+static bool reserved_header(const char *name)
+{
+        return strncasecmp(name, "ce_", 3) == 0 || strncasecmp(name, "outbox_relay_", 13) == 0 ||
+               strcasecmp(name, "content-type") == 0;
+}
+
+#define HEADERS_FIX "; store NULL or a JSON object of string values, e.g. " \
+        "{\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}"
+
+/*
+ * Parse the headers column @v (named @col, of SQL type @type) into
+ * spec->headers. Returns the number of pairs, or -EBADMSG with the reason.
+ */
+static int extract_headers(struct record_spec *spec, const struct w2j_value *v, const char *col,
+                           const char *type, char *err, size_t errlen)
+{
+        const cJSON *j, *it;
+        int n = 0;
+
+        cJSON_Delete(spec->headers_json);
+        spec->headers_json = NULL;
+        if (v->is_null)
+                return 0;
+        if (has_nul_escape(v->ptr, v->len)) {
+                snprintf(err, errlen, "the headers column \"%s\" holds a \\u0000 escape, which a "
+                         "header cannot carry" HEADERS_FIX, col);
+                return -EBADMSG;
+        }
+        spec->headers_json = cJSON_ParseWithLengthOpts(v->ptr, v->len, NULL, false);
+        j = spec->headers_json;
+        if (!j) {
+                snprintf(err, errlen, "the headers column \"%s\" of type %s does not hold valid "
+                         "JSON" HEADERS_FIX, col, type);
+                return -EBADMSG;
+        }
+        if (!cJSON_IsObject(j)) {
+                snprintf(err, errlen, "the headers column \"%s\" holds a JSON %s, not an object"
+                         HEADERS_FIX, col, json_kind(j));
+                return -EBADMSG;
+        }
+        cJSON_ArrayForEach(it, j) {
+                size_t nlen = strlen(it->string);
+
+                if (n == RECORD_HEADERS_MAX) {
+                        snprintf(err, errlen, "the headers column \"%s\" has more than %d entries, "
+                                 "the most a row may carry; keep fewer or put the rest in the "
+                                 "payload", col, RECORD_HEADERS_MAX);
+                        return -EBADMSG;
+                }
+                if (nlen == 0 || nlen > RECORD_HEADER_NAME_MAX) {
+                        snprintf(err, errlen, "the headers column \"%s\" has a header name of %zu "
+                                 "bytes (\"%.40s%s\"); names need 1 to %d bytes", col, nlen,
+                                 it->string, nlen > 40 ? "..." : "", RECORD_HEADER_NAME_MAX);
+                        return -EBADMSG;
+                }
+                if (reserved_header(it->string)) {
+                        snprintf(err, errlen, "the headers column \"%s\" has the header name \"%s\", "
+                                 "which is reserved for the relay's own headers (ce_*, "
+                                 "outbox_relay_*, content-type, in any case); rename it", col,
+                                 it->string);
+                        return -EBADMSG;
+                }
+                if (!cJSON_IsString(it)) {
+                        snprintf(err, errlen, "the value of header \"%s\" in the headers column "
+                                 "\"%s\" is a JSON %s, not a string" HEADERS_FIX, it->string, col,
+                                 json_kind(it));
+                        return -EBADMSG;
+                }
+                spec->headers[n++] = (struct record_header){it->string, it->valuestring,
+                                                            strlen(it->valuestring)};
+        }
+        return n;
+}
+
 int record_extract(struct record_spec *spec, const struct w2j_record *rec, struct outbox_row *ret_row,
                    char *err, size_t errlen)
 {
@@ -229,7 +345,8 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                                 spec->found_type[i] = rec->columns[c].type;
                         }
         /* What was found is reported on failure too, for the dead-letter topic. */
-        *ret_row = (struct outbox_row){f[COL_ID], f[COL_KEY], f[COL_PAYLOAD], f[COL_TYPE], NULL, 0};
+        *ret_row = (struct outbox_row){f[COL_ID], f[COL_KEY], f[COL_PAYLOAD], f[COL_TYPE], NULL, 0,
+                                       NULL, 0};
         for (size_t i = 0; i < spec->nnames; i++) {
                 if (!f[i] && i != COL_TYPE) {
                         snprintf(err, errlen, "the row has no column \"%s\"", spec->names[i]);
@@ -274,6 +391,19 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                         return -EILSEQ;
                 }
                 cJSON_Delete(j);
+        }
+        for (size_t c = 0; spec->headers_column && c < rec->ncolumns; c++) {
+                int n;
+
+                if (strcmp(rec->columns[c].name, spec->headers_column) != 0)
+                        continue;
+                n = extract_headers(spec, &rec->columns[c].value, spec->headers_column,
+                                    rec->columns[c].type, err, errlen);
+                if (n < 0)
+                        return n;
+                ret_row->headers = spec->headers;
+                ret_row->nheaders = (size_t)n;
+                break;
         }
         if (trc < 0)
                 snprintf(err, errlen, "%s", terr);

@@ -2,8 +2,9 @@
 /*
  * From a decoded outbox INSERT to the parts of its Kafka record: the work ID,
  * key, payload and type columns, and the topic rendered from the --topic
- * template ("outbox.${kind}": each ${column} replaced by that column's text).
- * Checks what would make the row unpublishable and says which column and
+ * template ("outbox.${kind}": each ${column} replaced by that column's text),
+ * and the extra Kafka headers of the headers column (a JSON object of
+ * strings). Checks what would make the row unpublishable and says which column and
  * why. Knows wal2json's decoded form, nothing of librdkafka or libpq.
  */
 #ifndef RELAY_RECORD_H
@@ -17,7 +18,18 @@
 /* Kafka's limit on topic name length (Topic.MAX_NAME_LENGTH). */
 #define RECORD_TOPIC_MAX 249
 
+/* Bounds on the headers column: pairs per row, and bytes per name. */
+#define RECORD_HEADERS_MAX 64
+#define RECORD_HEADER_NAME_MAX 255
+
 struct record_spec;
+
+/* One pair of the headers column, as a Kafka header. */
+struct record_header {
+        const char *name;   /* NUL-terminated, 1 to RECORD_HEADER_NAME_MAX bytes */
+        const char *value;  /* the JSON string's UTF-8 bytes, NUL-terminated (never inside) */
+        size_t len;         /* bytes of value, without the terminator */
+};
 
 struct outbox_row {
         const struct w2j_value *id;       /* work ID; never NULL or empty */
@@ -26,6 +38,8 @@ struct outbox_row {
         const struct w2j_value *type;     /* ce_type, or NULL if the row lacks the column */
         const char *topic;                /* rendered topic, NUL-terminated, owned by the spec */
         size_t topic_len;
+        const struct record_header *headers; /* the headers column's pairs, owned by the spec */
+        size_t nheaders;                  /* 0 without the column, for SQL NULL, or on error */
 };
 
 /*
@@ -40,6 +54,13 @@ int record_spec_new(const char *id_column, const char *key_column, const char *p
 
 /* record_spec_allow_null_payload() - a NULL payload is a tombstone, not an error. */
 void record_spec_allow_null_payload(struct record_spec *spec, bool allow);
+
+/*
+ * record_spec_set_headers_column() - read extra Kafka headers from column
+ * @name (copied) of the rows that have it; rows without it, or with SQL NULL
+ * in it, get none. Returns 0 or -ENOMEM.
+ */
+int record_spec_set_headers_column(struct record_spec *spec, const char *name);
 
 /* record_spec_free() - NULL-safe; returns NULL. */
 struct record_spec *record_spec_free(struct record_spec *spec);
@@ -59,7 +80,14 @@ void record_spec_template_columns(const struct record_spec *spec, const char *co
  * a name Kafka refuses, unless too long), so the row can be dead-lettered
  * with its intended topic. The row's own problems (ID, key, payload) are
  * reported before the topic's. The type column may be missing (ce_type is then
- * left out); the others may not.
+ * left out), and so may the headers column; the others may not.
+ *
+ * The headers column, when set and present and not SQL NULL, must hold a JSON
+ * object (the text PostgreSQL prints for json, jsonb or text; wal2json README,
+ * format-version 2) of at most RECORD_HEADERS_MAX string values, names of 1
+ * to RECORD_HEADER_NAME_MAX bytes, not reserved for the relay's own headers
+ * ("ce_" or "outbox_relay_" prefix, "content-type"; any case), no "\u0000"
+ * escape. Its pairs land in @ret_row->headers, in the order of the text.
  *
  * Returns 0, or with a reason naming the column in @err:
  *   -ENOENT  the row lacks the ID, key, payload or a template column;
@@ -67,6 +95,8 @@ void record_spec_template_columns(const struct record_spec *spec, const char *co
  *            or a template column is NULL;
  *   -EILSEQ  the payload column is not of type json or jsonb and its text is
  *            not valid JSON (the records say content-type application/json);
+ *   -EBADMSG the headers column breaks the rules above (also when cJSON runs
+ *            out of memory parsing it: it does not tell the two apart);
  *   -EDOM    the rendered topic is not a valid Kafka topic name (1 to 249 of
  *            [a-zA-Z0-9._-], not "." or "..").
  */

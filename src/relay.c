@@ -46,7 +46,7 @@
 #define STOPPING_BURST 5          /* reply requests this close together: the server is shutting down */
 #define STOPPING_GAP_MS 200
 #define STOPPING_GRACE_MS 2000    /* then let acks drain this long before ending the stream */
-#define MAX_HEADERS 16
+#define MAX_HEADERS (16 + RECORD_HEADERS_MAX) /* the relay's own, then the headers column's */
 #define TOPIC_LIMITS 16           /* topics whose max.message.bytes is remembered */
 
 static const char STATE_STREAMING[] = "streaming";
@@ -614,8 +614,9 @@ static void on_kafka_error(void *ctx, int fatal, int err, const char *reason)
 
 /*
  * The CloudEvents binary-mode headers of a row, from what it has (a row that
- * failed extraction may lack the ID or type). @source receives ce_source.
- * Returns the number of headers written to @h (at most MAX_HEADERS).
+ * failed extraction may lack the ID or type), then the pairs of its headers
+ * column. @source receives ce_source. Returns the number of headers written
+ * to @h (at most MAX_HEADERS).
  */
 static size_t build_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
                             struct producer_header *h, char *source, size_t source_size)
@@ -633,6 +634,9 @@ static size_t build_headers(struct relay *r, const struct w2j_record *rec, const
         h[nh++] = (struct producer_header){"content-type", "application/json", 16};
         h[nh++] = (struct producer_header){"ce_pglsn", r->lsn_text, strlen(r->lsn_text)};
         h[nh++] = (struct producer_header){"ce_pgxid", r->xid_text, strlen(r->xid_text)};
+        for (size_t i = 0; i < row->nheaders && nh < MAX_HEADERS; i++)
+                h[nh++] = (struct producer_header){row->headers[i].name, row->headers[i].value,
+                                                   row->headers[i].len};
         return nh;
 }
 
@@ -693,6 +697,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         if (ret < 0) {
                 row_error(r, rec, &row, row.topic,
                           ret == -EDOM ? "INVALID_TOPIC" : ret == -EILSEQ ? "INVALID_JSON" :
+                          ret == -EBADMSG ? "INVALID_HEADERS" :
                           ret == -ENOENT ? "MISSING_COLUMN" : "NULL_VALUE", err);
                 return;
         }
@@ -1249,6 +1254,11 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 return ret == -ENOMEM ? RELAY_EXIT_RETRY : RELAY_EXIT_USAGE;
         }
         record_spec_allow_null_payload(r.spec, conf->null_tombstone);
+        if (conf->headers_column && record_spec_set_headers_column(r.spec, conf->headers_column) < 0) {
+                log_error("out of memory");
+                record_spec_free(r.spec);
+                return RELAY_EXIT_RETRY;
+        }
         record_spec_template_columns(r.spec, &tcols, &ntcols);
         /* The producer first: its settings are checked before a slot may be created. */
         r.dec = w2j_decoder_new();

@@ -104,9 +104,157 @@ static void test_errors(void)
         record_spec_free(s);
 }
 
+/* Run @text as the headers column "headers" (type @type) through record_extract(). */
+static int headers_of(struct record_spec *s, const char *type, const char *text, struct outbox_row *row,
+                      char *err, size_t errlen)
+{
+        struct w2j_column cols[] = {
+                {"work_id", "text", V("w1")},
+                {"kind", "text", V("k")},
+                {"payload", "jsonb", V("{}")},
+                {"headers", type, VNULL},
+        };
+        struct w2j_record r = make(cols, 4);
+
+        if (text)
+                cols[3].value = (struct w2j_value){text, strlen(text), false, false};
+        err[0] = '\0';
+        return record_extract(s, &r, row, err, errlen);
+}
+
+static void test_headers(void)
+{
+        struct record_spec *s;
+        struct outbox_row row;
+        char err[1024], big[8192];
+        size_t o;
+
+        CHECK_INT(record_spec_new("work_id", "work_id", "payload", "kind", "outbox.${kind}", &s, err,
+                                  sizeof(err)), 0);
+        /* Without record_spec_set_headers_column() the column is an ordinary one. */
+        CHECK_INT(headers_of(s, "jsonb", "[1]", &row, err, sizeof(err)), 0);
+        CHECK_INT(row.nheaders, 0);
+        CHECK_INT(record_spec_set_headers_column(s, "headers"), 0);
+
+        /* Escapes decode to the exact UTF-8 bytes; order is kept. */
+        CHECK_INT(headers_of(s, "jsonb", "{\"traceparent\": \"00-ab-01\", \"x-Note\": "
+                             "\"q\\\"b\\\\c \\u00e9 \\ud83d\\ude00 \xc3\xa9\", \"empty\": \"\"}",
+                             &row, err, sizeof(err)), 0);
+        CHECK_INT(row.nheaders, 3);
+        CHECK_STR(row.headers[0].name, "traceparent");
+        CHECK_STR(row.headers[0].value, "00-ab-01");
+        CHECK_INT(row.headers[0].len, 8);
+        CHECK_STR(row.headers[1].name, "x-Note");
+        CHECK_STR(row.headers[1].value, "q\"b\\c \xc3\xa9 \xf0\x9f\x98\x80 \xc3\xa9");
+        CHECK_INT(row.headers[1].len, strlen("q\"b\\c \xc3\xa9 \xf0\x9f\x98\x80 \xc3\xa9"));
+        CHECK_STR(row.headers[2].name, "empty");
+        CHECK_INT(row.headers[2].len, 0);
+
+        /* SQL NULL and an empty object: no headers; a missing column too. */
+        CHECK_INT(headers_of(s, "jsonb", NULL, &row, err, sizeof(err)), 0);
+        CHECK_INT(row.nheaders, 0);
+        CHECK_INT(headers_of(s, "jsonb", "{}", &row, err, sizeof(err)), 0);
+        CHECK_INT(row.nheaders, 0);
+        {
+                struct w2j_column cols[] = {
+                        {"work_id", "text", V("w1")},
+                        {"kind", "text", V("k")},
+                        {"payload", "jsonb", V("{}")},
+                };
+                struct w2j_record r = make(cols, 3);
+
+                CHECK_INT(record_extract(s, &r, &row, err, sizeof(err)), 0);
+                CHECK_INT(row.nheaders, 0);
+        }
+        /* A text column holding a JSON object is accepted like jsonb. */
+        CHECK_INT(headers_of(s, "text", " {\"a\":\"b\"} ", &row, err, sizeof(err)), 0);
+        CHECK_INT(row.nheaders, 1);
+
+        /* What is refused, and the reason names the column or the header. */
+        CHECK_INT(headers_of(s, "jsonb", "[\"a\"]", &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "the headers column \"headers\" holds a JSON array, not an object") != NULL);
+        CHECK_INT(row.nheaders, 0);
+        CHECK_INT(headers_of(s, "jsonb", "null", &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "JSON null, not an object") != NULL);
+        CHECK_INT(headers_of(s, "jsonb", "\"a\"", &row, err, sizeof(err)), -EBADMSG);
+        CHECK_INT(headers_of(s, "jsonb", "{\"a\": 1}", &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "the value of header \"a\" in the headers column \"headers\" is a JSON "
+                      "number, not a string") != NULL);
+        CHECK_INT(headers_of(s, "jsonb", "{\"a\": \"x\", \"b\": {\"c\": \"d\"}}", &row, err,
+                             sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "header \"b\"") != NULL && strstr(err, "JSON object, not a string"));
+        CHECK_INT(headers_of(s, "jsonb", "{\"a\": null}", &row, err, sizeof(err)), -EBADMSG);
+        CHECK_INT(headers_of(s, "text", "{\"a\": \"x\"", &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "of type text does not hold valid JSON") != NULL);
+        CHECK_INT(headers_of(s, "json", "{\"a\": \"x\\u0000y\"}", &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "\\u0000") != NULL);
+        /* An escaped backslash before "u0000" is not the escape. */
+        CHECK_INT(headers_of(s, "json", "{\"a\": \"x\\\\u0000\"}", &row, err, sizeof(err)), 0);
+        CHECK_STR(row.headers[0].value, "x\\u0000");
+        CHECK_INT(headers_of(s, "jsonb", "{\"\": \"x\"}", &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "names need 1 to 255 bytes") != NULL);
+        for (const char *const *n = (const char *const[]){"ce_id", "CE_Subject", "ce_", "content-type",
+                                                            "Content-Type", "outbox_relay_error",
+                                                            NULL}; *n; n++) {
+                snprintf(big, sizeof(big), "{\"%s\": \"x\"}", *n);
+                CHECK_INT(headers_of(s, "jsonb", big, &row, err, sizeof(err)), -EBADMSG);
+                CHECK(strstr(err, "is reserved for the relay's own headers") != NULL);
+        }
+        CHECK_INT(headers_of(s, "jsonb", "{\"cex\": \"x\", \"content-types\": \"y\", "
+                             "\"outbox_relay\": \"z\"}", &row, err, sizeof(err)), 0);
+        CHECK_INT(row.nheaders, 3);
+
+        /* Bounds: names of 255 bytes pass, 256 do not; 64 pairs pass, 65 do not. */
+        o = (size_t)snprintf(big, sizeof(big), "{\"");
+        memset(big + o, 'n', 255);
+        o += 255;
+        snprintf(big + o, sizeof(big) - o, "\": \"v\"}");
+        CHECK_INT(headers_of(s, "jsonb", big, &row, err, sizeof(err)), 0);
+        CHECK_INT(strlen(row.headers[0].name), 255);
+        memmove(big + 3, big + 2, strlen(big + 2) + 1);
+        big[2] = 'n';
+        CHECK_INT(headers_of(s, "jsonb", big, &row, err, sizeof(err)), -EBADMSG);
+        CHECK(strstr(err, "header name of 256 bytes") != NULL);
+        for (int n = 64; n <= 65; n++) {
+                o = (size_t)snprintf(big, sizeof(big), "{");
+                for (int i = 0; i < n; i++)
+                        o += (size_t)snprintf(big + o, sizeof(big) - o, "%s\"h%d\": \"v%d\"",
+                                              i ? ", " : "", i, i);
+                snprintf(big + o, sizeof(big) - o, "}");
+                CHECK_INT(headers_of(s, "jsonb", big, &row, err, sizeof(err)), n == 64 ? 0 : -EBADMSG);
+                if (n == 64) {
+                        CHECK_INT(row.nheaders, 64);
+                        CHECK_STR(row.headers[63].name, "h63");
+                        CHECK_STR(row.headers[63].value, "v63");
+                } else {
+                        CHECK(strstr(err, "has more than 64 entries") != NULL);
+                }
+        }
+
+        /* The row's own problems come first; a bad topic still gets the headers. */
+        {
+                struct w2j_column cols[] = {
+                        {"work_id", "text", VNULL},
+                        {"kind", "text", V("bad kind")},
+                        {"payload", "jsonb", V("{}")},
+                        {"headers", "jsonb", V("[]")},
+                };
+                struct w2j_record r = make(cols, 4);
+
+                CHECK_INT(record_extract(s, &r, &row, err, sizeof(err)), -EINVAL);
+                cols[0].value = (struct w2j_value)V("w1");
+                CHECK_INT(record_extract(s, &r, &row, err, sizeof(err)), -EBADMSG);
+                cols[3].value = (struct w2j_value)V("{\"a\": \"b\"}");
+                CHECK_INT(record_extract(s, &r, &row, err, sizeof(err)), -EDOM);
+                CHECK_INT(row.nheaders, 1);
+        }
+        record_spec_free(s);
+}
+
 int main(void)
 {
         test_ok();
         test_errors();
+        test_headers();
         return check_summary();
 }
