@@ -381,6 +381,15 @@ static bool row_error_code(int err)
         }
 }
 
+/* What the operator fixes on the Kafka side after a row error @err, as the start of a sentence. */
+static const char *kafka_fix(int err)
+{
+        /* Kafka's ACLs: WRITE implies DESCRIBE, which the producer's metadata request needs. */
+        if (err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+                return "Grant WRITE on the topic to the relay's Kafka principal (an ACL)";
+        return "Fix the topic or its limits";
+}
+
 static const char *operator_name(void)
 {
         struct passwd *pw = getpwuid(geteuid());
@@ -559,9 +568,10 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
         if (strcmp(rep->topic, r->conf->dead_letter_topic) == 0) {
                 fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (%s, transaction "
                      "%s ending at LSN %s) to \"%s\" failed: %s (%s). Stopping: nothing from this "
-                     "transaction on is confirmed. Let the dead-letter topic take the row and "
-                     "restart, or skip it: --skip-transaction=%s", work_id, table,
-                     xid, lsn, rep->topic, rep->errstr, rep->errname, lsn);
+                     "transaction on is confirmed. %s and restart, or skip it: "
+                     "--skip-transaction=%s", work_id, table, xid, lsn, rep->topic, rep->errstr,
+                     rep->errname, rep->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ?
+                     kafka_fix(rep->err) : "Let the dead-letter topic take the row", lsn);
                 return;
         }
         if (!row_error_code(rep->err)) {
@@ -589,9 +599,9 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
                 return;
         }
         fail(r, RELAY_EXIT_DATA, "cannot publish the row with work ID \"%s\" of %s (transaction %s "
-             "ending at LSN %s): %s. Nothing from this transaction on is confirmed. Fix the topic or "
-             "its limits and restart, or choose a remedy: --dead-letter-transaction=%s or "
-             "--skip-transaction=%s", work_id, table, xid, lsn, reason, lsn, lsn);
+             "ending at LSN %s): %s. Nothing from this transaction on is confirmed. %s and restart, "
+             "or choose a remedy: --dead-letter-transaction=%s or --skip-transaction=%s", work_id,
+             table, xid, lsn, reason, kafka_fix(rep->err), lsn, lsn);
 }
 
 /* Error event from librdkafka. @locality: the main thread, from producer_poll(). */

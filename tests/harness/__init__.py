@@ -22,7 +22,7 @@ import tempfile
 
 from . import procs
 from .consumer import Record, TopicReader, consume
-from .kafka import KafkaBroker, ensure_jars
+from .kafka import KafkaBroker, SaslKafkaBroker, ensure_jars
 from .pg import PostgresServer, format_lsn, parse_lsn
 from .procs import free_port, wait_until
 from .relay import (EXIT_ENV, EXIT_OK, EXIT_RUNTIME, EXIT_UNPUBLISHABLE, EXIT_USAGE,
@@ -92,7 +92,8 @@ class Environment:
 
 
 __all__ = [
-    "Environment", "PostgresServer", "KafkaBroker", "RelayProcess", "RelayStopTimeout",
+    "Environment", "PostgresServer", "KafkaBroker", "SaslKafkaBroker", "RelayProcess",
+    "RelayStopTimeout",
     "Record", "TopicReader", "consume", "ensure_jars", "parse_lsn", "format_lsn",
     "free_port", "wait_until", "relay_bin", "run_relay", "make_tempdir", "SCHEMA_SQL",
     "EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "EXIT_ENV", "EXIT_UNPUBLISHABLE", "procs",

@@ -10,6 +10,10 @@ stop(), kill(), freeze()/thaw() and restart() simulate broker outages; a
 restarted broker keeps its ports and data, so records written before are still
 there.
 
+SaslKafkaBroker is a second kind, for tests of authorization: SASL/PLAIN on
+the client listener, KRaft's StandardAuthorizer denying what no ACL allows,
+and helpers to create topics and grant ACLs as its super user.
+
 This module knows nothing about PostgreSQL or the relay.
 """
 
@@ -109,9 +113,14 @@ class KafkaBroker:
                  "-cp", os.path.join(self._libs, "*"), main]
         return argv + list(args)
 
-    def _configure(self):
-        os.makedirs(self.dir, exist_ok=True)
-        props = {
+    def client_config(self):
+        """Settings a client needs to reach this broker (bootstrap.servers, and
+        for a broker with authentication its security settings)."""
+        return {"bootstrap.servers": self.bootstrap}
+
+    def _properties(self):
+        """server.properties before extra_properties are applied."""
+        return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": "1@127.0.0.1:%d" % self.controller_port,
@@ -131,6 +140,10 @@ class KafkaBroker:
             "group.initial.rebalance.delay.ms": "0",
             "log.flush.interval.messages": "9223372036854775807",
         }
+
+    def _configure(self):
+        os.makedirs(self.dir, exist_ok=True)
+        props = self._properties()
         props.update(self.extra_properties)
         with open(os.path.join(self.dir, "server.properties"), "w") as f:
             for k, v in props.items():
@@ -177,7 +190,7 @@ class KafkaBroker:
             return False
         from confluent_kafka.admin import AdminClient
         from confluent_kafka import KafkaException
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000})
+        admin = AdminClient(dict(self.client_config(), **{"socket.timeout.ms": 2000}))
         try:
             md = admin.list_topics(timeout=2)
             return len(md.brokers) > 0
@@ -234,15 +247,120 @@ class KafkaBroker:
     def create_topic(self, name, partitions=3, config=None, timeout=30):
         """Create topic name (config: topic-level settings such as max.message.bytes)."""
         from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.client_config())
         fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
                                             config=dict(config or {}))])[name]
         fut.result(timeout=timeout)
 
     def topics(self, timeout=10):
         from confluent_kafka.admin import AdminClient
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.client_config())
         return {name: len(t.partitions) for name, t in admin.list_topics(timeout=timeout).topics.items()}
 
     def remove(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# Kafka's SASL/PLAIN login module; the broker reads its users from user_<name> options.
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+ACL_TOOL = os.path.join(_HERE, "KafkaAcls.java")
+
+
+def _jaas_quote(text):
+    if '"' in text or "\\" in text:
+        raise ValueError("SASL user names and passwords here must not hold quotes or backslashes")
+    return '"%s"' % text
+
+
+class SaslKafkaBroker(KafkaBroker):
+    """A KRaft broker+controller whose client listener wants SASL/PLAIN and
+    whose authorizer (KRaft's StandardAuthorizer) denies what no ACL allows.
+
+    users: {name: password}; must hold ADMIN, the super user that the harness
+    and the broker itself (inter-broker listener) log in as. The controller
+    listener stays PLAINTEXT on loopback, so its principal User:ANONYMOUS is
+    a super user too (the broker registers with the controller through it).
+    Topics are not created automatically: create_topic() as admin, then
+    grant() another user what it may do. The default broker of the suite is a
+    plain KafkaBroker; this one runs beside it, in its own dir and ports.
+    """
+
+    ADMIN = "admin"
+    LISTENER = "SASL_PLAINTEXT"
+
+    def __init__(self, base_dir, users, name="kafka-sasl", **kw):
+        super().__init__(base_dir, name=name, **kw)
+        if self.ADMIN not in users:
+            raise ValueError("users must include %r" % self.ADMIN)
+        self.users = dict(users)
+
+    def client_config(self, user=None):
+        """Client settings to log in as user (default: the super user)."""
+        user = user or self.ADMIN
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "PLAIN", "sasl.username": user,
+                "sasl.password": self.users[user]}
+
+    def relay_options(self, user):
+        """The relay's -X options to log in as user."""
+        out = []
+        for k, v in self.client_config(user).items():
+            if k != "bootstrap.servers":
+                out += ["-X", "%s=%s" % (k, v)]
+        return out
+
+    def _properties(self):
+        props = super()._properties()
+        jaas = "%s required username=%s password=%s %s;" % (
+            _PLAIN_MODULE, _jaas_quote(self.ADMIN), _jaas_quote(self.users[self.ADMIN]),
+            " ".join("user_%s=%s" % (u, _jaas_quote(p)) for u, p in sorted(self.users.items())))
+        props.update({
+            "listeners": "%s://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
+                         % (self.LISTENER, self.port, self.controller_port),
+            "advertised.listeners": "%s://127.0.0.1:%d" % (self.LISTENER, self.port),
+            "listener.security.protocol.map": "%s:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+                                              % self.LISTENER,
+            "inter.broker.listener.name": self.LISTENER,
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.%s.plain.sasl.jaas.config" % self.LISTENER.lower(): jaas,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": "User:%s;User:ANONYMOUS" % self.ADMIN,
+            "auto.create.topics.enable": "false",
+        })
+        return props
+
+    def create_topic(self, name, partitions=1, config=None, timeout=30):
+        """Create topic name as the super user and wait until the broker lists it."""
+        super().create_topic(name, partitions=partitions, config=config, timeout=timeout)
+        procs.wait_until(lambda: name in self.topics(), timeout, interval=0.2,
+                         what="topic %s in metadata" % name)
+
+    def grant(self, user, topics, operations=("WRITE", "DESCRIBE"), timeout=60):
+        """Allow User:user the operations (Kafka AclOperation names) on each of
+        topics (literal names), as the super user. Returns once user sees the
+        topics in metadata (when DESCRIBE is among the operations).
+
+        confluent-kafka-python 1.7 (Debian 12) has no create_acls and the
+        broker's jars hold no kafka-acls tool, so KafkaAcls.java does it with
+        the Java Admin client of those jars (java's source-file mode)."""
+        if self._libs is None:
+            self._libs = ensure_jars(self.version)
+        procs.run(self._java(ACL_TOOL, self.bootstrap, self.ADMIN, self.users[self.ADMIN],
+                             "User:" + user, ",".join(operations), *topics, heap="256m"),
+                  timeout=timeout + 60)
+        if "DESCRIBE" in operations:
+            procs.wait_until(lambda: self._sees(user, topics), timeout, interval=0.2,
+                             what="user %s to see topics %s" % (user, list(topics)))
+
+    def _sees(self, user, topics):
+        """True if user's metadata request lists every topic without an error."""
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka import KafkaException
+        admin = AdminClient(self.client_config(user))
+        try:
+            md = admin.list_topics(timeout=5).topics
+        except KafkaException:
+            return False
+        return all(t in md and md[t].error is None for t in topics)

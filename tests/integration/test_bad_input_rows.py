@@ -25,8 +25,8 @@ instead of after the default 30 s. Then a second broker, started through the
 harness's KafkaBroker with auto.create.topics.enable=false, refuses to create
 the topic on the broker side (same propagation setting for the wait).
 
-Not tested here: an authorization failure on the topic, since the test
-broker has no authorizer or ACLs and faking the error would prove nothing.
+An authorization failure on the topic needs a broker with SASL and ACLs:
+test_bad_input_auth.py.
 """
 
 import json
