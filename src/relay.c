@@ -677,6 +677,8 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 r->producer_broken = true;
                 return;
         }
+        log_debug("published work ID \"%.*s\" to topic \"%s\" (transaction ending at LSN %s)",
+                  (int)row.id->len, row.id->ptr, row.topic, r->lsn_text);
         r->inflight_bytes += message_bytes(&row);
         r->c.published++;
 }
