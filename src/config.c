@@ -708,13 +708,16 @@ fail:
         return -EINVAL;
 }
 
-/* The value of variable @var, or of @var_FILE read from its file; NULL: neither is set. */
-static int env_value(struct parse *p, const char *var, const char **ret, const char **ret_var)
+/*
+ * The value of variable @var, or of @var_FILE read from its file (the name
+ * of the one used in @fvar, 256 bytes, and *@ret_var); NULL: neither is set.
+ */
+static int env_value(struct parse *p, const char *var, char fvar[static 256], const char **ret,
+                     const char **ret_var)
 {
-        char fvar[256];
         const char *v, *f;
 
-        snprintf(fvar, sizeof(fvar), "%s_FILE", var);
+        snprintf(fvar, 256, "%s_FILE", var);
         v = getenv(var);
         f = getenv(fvar);
         if (v && f) {
@@ -751,7 +754,7 @@ static int env_kafka(struct parse *p)
 {
         for (char **e = environ; *e; e++) {
                 const char *name = *e + strlen(ENV_KAFKA_PREFIX), *eq, *value;
-                char var[256], prop[256];
+                char var[256], fvar[256], prop[256];
                 size_t n = 0, len;
                 int r;
 
@@ -784,7 +787,7 @@ static int env_kafka(struct parse *p)
                         }
                 }
                 prop[n] = '\0';
-                r = env_value(p, var, &value, &p->var);
+                r = env_value(p, var, fvar, &value, &p->var);
                 if (r < 0)
                         return r;
                 r = add_prop(p, prop, n, value);
@@ -804,12 +807,13 @@ static int read_env(struct parse *p)
         for (size_t i = 0; i < N_OPTS; i++) {
                 const struct opt_def *o = &opt_defs[i];
                 const char *value;
-                char var[128];
+                char var[128], fvar[256];
 
-                if (o->flags & OPT_NOENV)
+                /* $OUTBOX_RELAY_CONFIG was read before the file. */
+                if ((o->flags & OPT_NOENV) || o->offset == OFF(config_file))
                         continue;
                 env_name(o, var, sizeof(var));
-                r = env_value(p, var, &value, &p->var);
+                r = env_value(p, var, fvar, &value, &p->var);
                 if (r < 0)
                         return r;
                 if (value && (r = apply(p, o, value)) < 0)
@@ -1101,6 +1105,7 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                 if (args[i].o->offset == OFF(config_file))
                         path = args[i].arg;
         }
+        conf.config_file = path;
         if (path && (r = read_file(&p, path)) < 0)
                 goto fail;
         if ((r = read_env(&p)) < 0)
@@ -1180,6 +1185,25 @@ static bool same_value(const struct opt_def *o, const struct relay_config *a, co
         return false;
 }
 
+/* Free the strings of conf->strs no string setting points to any more. */
+static void drop_unused(struct relay_config *conf)
+{
+        size_t kept = 0;
+
+        for (size_t i = 0; i < conf->nstrs; i++) {
+                bool used = false;
+
+                for (size_t j = 0; j < N_OPTS && !used; j++)
+                        used = is_string(&opt_defs[j]) &&
+                               *(const char **)((char *)conf + opt_defs[j].offset) == conf->strs[i];
+                if (used)
+                        conf->strs[kept++] = conf->strs[i];
+                else
+                        free(conf->strs[i]);
+        }
+        conf->nstrs = kept;
+}
+
 int config_reload(struct relay_config *conf, struct relay_config *next, config_reload_fn fn,
                   void *ctx)
 {
@@ -1199,8 +1223,7 @@ int config_reload(struct relay_config *conf, struct relay_config *next, config_r
         next->nstrs = 0;
         for (size_t i = 0; i < N_OPTS; i++) {
                 const struct opt_def *o = &opt_defs[i];
-                const char **cur = (const char **)((char *)conf + o->offset);
-                const char *nv = *(const char **)((char *)next + o->offset);
+                const char **cur, *nv;
 
                 if (same_value(o, conf, next))
                         continue;
@@ -1208,9 +1231,13 @@ int config_reload(struct relay_config *conf, struct relay_config *next, config_r
                         fn(ctx, o->name, NULL, NULL, false);
                         continue;
                 }
+                cur = (const char **)((char *)conf + o->offset);
+                nv = *(const char **)((char *)next + o->offset);
                 fn(ctx, o->name, *cur ? *cur : "none", nv ? nv : "none", true);
                 *cur = nv;
         }
+        /* Bounded however often SIGHUP comes: only strings still in use stay. */
+        drop_unused(conf);
         config_free(next);
         return 0;
 }

@@ -316,6 +316,9 @@ static void test_secret_file(void)
         CHECK_INT(PARSE(&c, err, "-S", "s"), -EINVAL);
         CHECK(strstr(err, "OUTBOX_RELAY_KAFKA_SASL_PASSWORD_FILE") != NULL);
         clear_env();
+        setenv("OUTBOX_RELAY_SLOT_FILE", write_file(7, "Bad-Slot\n", 0600), 1);
+        CHECK_INT(PARSE(&c, err, "-b", "k"), -EINVAL);
+        CHECK(strstr(err, "invalid OUTBOX_RELAY_SLOT_FILE \"Bad-Slot\"") != NULL);
         setenv("OUTBOX_RELAY_SLOT_FILE", "/nonexistent/secret", 1);
         CHECK_INT(PARSE(&c, err, "-b", "k"), -EINVAL);
         CHECK(strstr(err, "OUTBOX_RELAY_SLOT_FILE") != NULL);
@@ -499,6 +502,7 @@ static void test_reload(void)
         CHECK_STR(c.slot, "one");
         CHECK_INT(c.nprops, 0);
         CHECK_STR(c.log_level, "debug");  /* still valid after next was freed */
+        CHECK_INT(c.nstrs, 2);            /* "one" and "debug": the pool does not grow */
         config_free(&c);
 }
 
