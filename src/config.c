@@ -111,7 +111,7 @@ static const struct opt_def opt_defs[] = {
         {"log-format", 0, OPT_CHOICE, OFF(log_format), "text", 0, 0, "text|json",
          "log lines as text, or as JSON objects {\"ts\",\"level\",\"msg\"}", OPT_RELOAD},
         {"log-file", 0, OPT_STRING, OFF(log_file), NULL, 0, 0, "PATH",
-         "append the log to PATH, reopened on SIGHUP (default: stderr)", OPT_RELOAD},
+         "append the log to PATH instead of stderr", OPT_RELOAD},
         {"verbose", 'v', OPT_DEBUG, OFF(verbose), NULL, 0, 0, NULL, "same as --log-level=debug",
          OPT_CMDLINE},
         {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit",
