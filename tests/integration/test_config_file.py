@@ -72,7 +72,7 @@ def test_file_and_environment_with_no_secret_on_the_command_line(case, tmp_path)
     conninfo = write(tmp_path / "conninfo", case.dsn + "\n", 0o400)
     conf = write(tmp_path / "relay.conf", base_config(case, brokers="127.0.0.1:1"))
     env = relay_env(OUTBOX_RELAY_BROKERS=case.kafka.bootstrap,
-                    OUTBOX_RELAY_DBNAME_FILE=conninfo)
+                    OUTBOX_RELAY_DBNAME_FILE=conninfo, OUTBOX_RELAY_SLOTT="typo")
     reader = case.reader([case.topic("cfg")])
     relay = start(case, ["-c", conf], "relay-conf.log", env)
 
@@ -87,6 +87,8 @@ def test_file_and_environment_with_no_secret_on_the_command_line(case, tmp_path)
     assert relay.stop(signal.SIGTERM) == EXIT_OK, relay.log
     # the broker of the file was overridden, so it was never tried
     assert "127.0.0.1:1" not in relay.log, relay.log
+    assert ("outbox-relay: warning: ignoring environment variables that are not settings: "
+            "OUTBOX_RELAY_SLOTT\n") in relay.log, relay.log
 
 
 def test_kafka_property_from_a_file_reaches_librdkafka(case, tmp_path):
