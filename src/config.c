@@ -662,7 +662,7 @@ static void env_name(const struct opt_def *o, char *buf, size_t size)
  */
 static int read_value_file(struct parse *p, const char *var, const char *path, const char **ret)
 {
-        char *buf = NULL;
+        char *buf = NULL, *shrunk;
         size_t n = 0;
         ssize_t got;
         int fd, r = 0;
@@ -700,7 +700,8 @@ static int read_value_file(struct parse *p, const char *var, const char *path, c
                 free(buf);
                 return -EINVAL;
         }
-        *ret = keep(p->conf, buf);
+        shrunk = realloc(buf, n + 1);  /* a password need not hold on to a megabyte */
+        *ret = keep(p->conf, shrunk ? shrunk : buf);
         return *ret ? 0 : -ENOMEM;
 fail:
         free(buf);
