@@ -1,30 +1,51 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Table-driven command-line parsing for outbox-relay. Knows the option names
- * and the guarantee-voiding librdkafka settings, nothing of how they are used.
+ * Table-driven configuration for outbox-relay: command line, environment and
+ * configuration file (libinih). Knows the setting names and the
+ * guarantee-voiding librdkafka settings, nothing of how they are used.
  */
 #include "config.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <ini.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lsn.h"
 
+extern char **environ;
+
 enum opt_type {
         OPT_STRING,   /* const char * */
-        OPT_FLAG,     /* bool, no argument */
-        OPT_COUNT,    /* int, no argument, incremented */
+        OPT_FLAG,     /* bool, no argument on the command line, true/false elsewhere */
+        OPT_DEBUG,    /* int, no argument, incremented; sets log_level to "debug" */
         OPT_INT,      /* int64_t, plain integer */
         OPT_SECONDS,  /* int64_t milliseconds, argument in seconds (decimals allowed) */
         OPT_TABLE,    /* appended to tables */
-        OPT_PROP,     /* appended to props */
+        OPT_PROP,     /* NAME=VALUE, merged into props */
         OPT_LSN,      /* uint64_t, pg_lsn text */
+        OPT_CHOICE,   /* const char *, one of the '|'-separated words of arg */
+        OPT_SLOT,     /* const char *, a replication slot name */
+        OPT_TOPIC,    /* const char *, a Kafka topic name */
 };
+
+/* opt_def.flags: where a setting may be given, what SIGHUP does with it. */
+#define OPT_NOFILE 0x1           /* not in the configuration file */
+#define OPT_NOENV 0x2            /* no OUTBOX_RELAY_<NAME> variable */
+#define OPT_RELOAD 0x4           /* SIGHUP applies a new value (config_reload()) */
+#define OPT_CMDLINE (OPT_NOFILE | OPT_NOENV)
+
+#define ENV_PREFIX "OUTBOX_RELAY_"
+#define ENV_KAFKA_PREFIX "OUTBOX_RELAY_KAFKA_"
+#define FILE_KAFKA_PREFIX "kafka."
+#define VALUE_FILE_MAX (1024 * 1024)  /* bytes of a *_FILE value, at most */
 
 struct opt_def {
         const char *name;
@@ -33,71 +54,106 @@ struct opt_def {
         size_t offset;      /* into struct relay_config */
         const char *def;    /* default, as on the command line; NULL: none */
         int64_t min, max;   /* OPT_INT / OPT_SECONDS (ms) bounds */
-        const char *arg;    /* argument name in --help */
+        const char *arg;    /* argument name in --help; the choices of OPT_CHOICE */
         const char *help;
+        unsigned flags;     /* OPT_NOFILE, OPT_NOENV, OPT_RELOAD */
 };
 
 #define OFF(f) offsetof(struct relay_config, f)
 
 static const struct opt_def opt_defs[] = {
+        {"config", 'c', OPT_STRING, OFF(config_file), NULL, 0, 0, "FILE",
+         "read settings from FILE (see Configuration below)", OPT_NOFILE},
         {"dbname", 'd', OPT_STRING, OFF(conninfo), NULL, 0, 0, "CONNINFO",
-         "database holding the outbox: connection string or URI (PG* variables apply)"},
-        {"slot", 'S', OPT_STRING, OFF(slot), "outbox_relay", 0, 0, "NAME",
-         "logical replication slot (wal2json)"},
+         "database holding the outbox: connection string or URI (PG* variables apply)", 0},
+        {"slot", 'S', OPT_SLOT, OFF(slot), "outbox_relay", 0, 0, "NAME",
+         "logical replication slot (wal2json)", 0},
         {"create-slot", 0, OPT_FLAG, OFF(create_slot), NULL, 0, 0, NULL,
-         "create the slot if it does not exist (first start only)"},
+         "create the slot if it does not exist (first start only)", 0},
         {"table", 't', OPT_TABLE, 0, "public.outbox", 0, 0, "SCHEMA.TABLE",
-         "outbox table, SQL syntax ('public.\"Foo bar\"'); repeatable"},
+         "outbox table, SQL syntax ('public.\"Foo bar\"'); repeatable", 0},
         {"brokers", 'b', OPT_STRING, OFF(brokers), "localhost:9092", 0, 0, "LIST",
-         "Kafka bootstrap servers"},
+         "Kafka bootstrap servers", 0},
         {"topic", 0, OPT_STRING, OFF(topic_template), "outbox.${kind}", 0, 0, "TEMPLATE",
-         "topic of each row; ${column} is replaced by the column's value"},
+         "topic of each row; ${column} is replaced by the column's value", 0},
         {"id-column", 0, OPT_STRING, OFF(id_column), "work_id", 0, 0, "NAME",
-         "column holding the work ID (ce_id header)"},
+         "column holding the work ID (ce_id header)", 0},
         {"key-column", 0, OPT_STRING, OFF(key_column), NULL, 0, 0, "NAME",
-         "column used as the Kafka key (default: the ID column)"},
+         "column used as the Kafka key (default: the ID column)", 0},
         {"payload-column", 0, OPT_STRING, OFF(payload_column), "payload", 0, 0, "NAME",
-         "column used as the Kafka value"},
+         "column used as the Kafka value", 0},
         {"type-column", 0, OPT_STRING, OFF(type_column), "kind", 0, 0, "NAME",
-         "column used as the ce_type header"},
+         "column used as the ce_type header", 0},
         {"headers-column", 0, OPT_STRING, OFF(headers_column), "headers", 0, 0, "NAME",
-         "column of extra Kafka headers, a JSON object of strings (used where the table has it)"},
+         "column of extra Kafka headers, a JSON object of strings (used where the table has it)", 0},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
-         "librdkafka property; repeatable"},
+         "librdkafka property; repeatable", OPT_NOENV},
         {"status-interval", 's', OPT_SECONDS, OFF(status_interval_ms), "10", 100, 3600000, "SECONDS",
-         "standby status update interval"},
+         "standby status update interval", 0},
         {"max-inflight-messages", 0, OPT_INT, OFF(max_inflight_messages), "20000", 1, 10000000, "N",
-         "messages handed to Kafka and not yet acknowledged, at most"},
+         "messages handed to Kafka and not yet acknowledged, at most", 0},
         {"max-inflight-bytes", 0, OPT_INT, OFF(max_inflight_bytes), "16777216", 1024,
-         INT64_C(1) << 40, "BYTES", "bytes of keys and values not yet acknowledged, at most"},
+         INT64_C(1) << 40, "BYTES", "bytes of keys and values not yet acknowledged, at most", 0},
         {"shutdown-timeout", 0, OPT_SECONDS, OFF(shutdown_timeout_ms), "30", 0, 3600000, "SECONDS",
-         "on SIGTERM, wait this long for outstanding acknowledgements"},
-        {"on-error", 0, OPT_STRING, OFF(on_error), "stop", 0, 0, "stop|dead-letter",
-         "a row that cannot be published stops the relay, or goes to the dead-letter topic"},
-        {"dead-letter-topic", 0, OPT_STRING, OFF(dead_letter_topic), "outbox.dead-letter", 0, 0,
-         "TOPIC", "where --on-error=dead-letter sends unpublishable rows"},
+         "on SIGTERM, wait this long for outstanding acknowledgements", 0},
+        {"on-error", 0, OPT_CHOICE, OFF(on_error), "stop", 0, 0, "stop|dead-letter",
+         "a row that cannot be published stops the relay, or goes to the dead-letter topic", 0},
+        {"dead-letter-topic", 0, OPT_TOPIC, OFF(dead_letter_topic), "outbox.dead-letter", 0, 0,
+         "TOPIC", "where --on-error=dead-letter sends unpublishable rows", 0},
         {"skip-transaction", 0, OPT_LSN, OFF(skip_transaction), NULL, 0, 0, "LSN",
-         "operator's remedy: skip the one transaction ending at LSN (its ce_pglsn)"},
+         "operator's remedy: skip the one transaction ending at LSN (its ce_pglsn)", 0},
         {"dead-letter-transaction", 0, OPT_LSN, OFF(dead_letter_transaction), NULL, 0, 0, "LSN",
-         "operator's remedy: dead-letter the unpublishable rows of the transaction ending at LSN"},
-        {"null-payload", 0, OPT_STRING, OFF(null_payload), "error", 0, 0, "error|tombstone",
-         "a NULL payload is a row error, or is published as a Kafka tombstone"},
+         "operator's remedy: dead-letter the unpublishable rows of the transaction ending at LSN", 0},
+        {"null-payload", 0, OPT_CHOICE, OFF(null_payload), "error", 0, 0, "error|tombstone",
+         "a NULL payload is a row error, or is published as a Kafka tombstone", 0},
         {"http", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
-         "serve /metrics (Prometheus text), /healthz and /readyz over HTTP"},
+         "serve /metrics (Prometheus text), /healthz and /readyz over HTTP", 0},
         {"metrics-address", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
-         "the same as --http (older name)"},
+         "the same as --http (older name)", 0},
         {"ready-timeout", 0, OPT_SECONDS, OFF(ready_timeout_ms), "60", 0, 86400000, "SECONDS",
-         "/readyz fails when messages wait this long with no ack or confirm (0: never)"},
+         "/readyz fails when messages wait this long with no ack or confirm (0: never)", 0},
         {"stats-interval", 0, OPT_SECONDS, OFF(stats_interval_ms), "60", 0, 86400000, "SECONDS",
-         "log a one-line stats summary this often (0: never)"},
+         "log a one-line stats summary this often (0: never)", 0},
         {"metrics-max-topics", 0, OPT_INT, OFF(metrics_max_topics), "100", 1, 1024, "N",
-         "topics counted apart in /metrics; the rest are counted as \"_other\""},
-        {"verbose", 'v', OPT_COUNT, OFF(verbose), NULL, 0, 0, NULL, "more output (debug)"},
-        {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit"},
-        {"help", '?', OPT_FLAG, OFF(show_help), NULL, 0, 0, NULL, "print this help and exit"},
+         "topics counted apart in /metrics; the rest are counted as \"_other\"", 0},
+        {"log-level", 0, OPT_CHOICE, OFF(log_level), "info", 0, 0, "debug|info|warning|error",
+         "lowest level logged", OPT_RELOAD},
+        {"log-format", 0, OPT_CHOICE, OFF(log_format), "text", 0, 0, "text|json",
+         "log lines as text, or as JSON objects {\"ts\",\"level\",\"msg\"}", OPT_RELOAD},
+        {"log-file", 0, OPT_STRING, OFF(log_file), NULL, 0, 0, "PATH",
+         "append the log to PATH instead of stderr", OPT_RELOAD},
+        {"verbose", 'v', OPT_DEBUG, OFF(verbose), NULL, 0, 0, NULL, "same as --log-level=debug",
+         OPT_CMDLINE},
+        {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit",
+         OPT_CMDLINE},
+        {"help", '?', OPT_FLAG, OFF(show_help), NULL, 0, 0, NULL, "print this help and exit",
+         OPT_CMDLINE},
 };
 
 #define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+/* Where the value being applied comes from; the higher, the stronger. */
+enum src_kind {
+        SRC_FILE = 1,
+        SRC_ENV = 2,
+        SRC_CMDLINE = 3,
+};
+
+struct parse {
+        struct relay_config *conf;
+        enum src_kind kind;
+        const char *file;    /* SRC_FILE: path */
+        int line;            /* SRC_FILE: line being read, counted by file_reader() */
+        const char *var;     /* SRC_ENV: the variable */
+        enum src_kind tables_from; /* source of conf->tables; 0: none yet */
+        char *err;
+        size_t errlen;
+        int ret;             /* first error, negative errno; 0 */
+        int err_line;        /* SRC_FILE: line of that error */
+        FILE *fp;
+        char *buf;           /* getline(3)'s buffer */
+        size_t cap;
+};
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -205,65 +261,196 @@ int config_parse_table_name(const char *text, struct table_name *ret)
         return 0;
 }
 
+
 int config_check_kafka_prop(const char *name, const char *value, char *err, size_t errlen)
 {
         if (strcmp(name, "enable.idempotence") == 0 && strcasecmp(value, "true") != 0) {
                 set_err(err, errlen,
-                        "-X enable.idempotence=%s refused: without the idempotent producer a "
+                        "enable.idempotence=%s refused: without the idempotent producer a "
                         "retried batch can be written twice or out of order, remove it", value);
                 return -EPERM;
         }
         if ((strcmp(name, "acks") == 0 || strcmp(name, "request.required.acks") == 0) &&
             strcmp(value, "all") != 0 && strcmp(value, "-1") != 0) {
                 set_err(err, errlen,
-                        "-X %s=%s refused: an acknowledgement before all in-sync replicas have the "
+                        "%s=%s refused: an acknowledgement before all in-sync replicas have the "
                         "message can be lost with a broker, and the slot would already be confirmed "
                         "past it; use acks=all", name, value);
                 return -EPERM;
         }
         if (strcmp(name, "delivery.report.only.error") == 0 && strcasecmp(value, "false") != 0) {
                 set_err(err, errlen,
-                        "-X delivery.report.only.error=%s refused: the relay confirms the slot "
+                        "delivery.report.only.error=%s refused: the relay confirms the slot "
                         "only on successful delivery reports", value);
                 return -EPERM;
         }
         return 0;
 }
 
-static int add_prop(struct relay_config *conf, const char *arg, char *err, size_t errlen)
+/* Keep @s (allocated) until config_free(); NULL if @s is NULL or on -ENOMEM. */
+static char *keep(struct relay_config *conf, char *s)
 {
-        const char *eq = strchr(arg, '=');
-        struct kafka_prop *np;
-        int r;
+        char **n;
 
-        if (!eq || eq == arg) {
-                set_err(err, errlen, "malformed -X \"%s\": expected NAME=VALUE, e.g. -X linger.ms=5",
-                        arg);
-                return -EINVAL;
+        if (!s)
+                return NULL;
+        n = realloc(conf->strs, (conf->nstrs + 1) * sizeof(*n));
+        if (!n) {
+                free(s);
+                return NULL;
         }
-        np = realloc(conf->props, (conf->nprops + 1) * sizeof(*np));
-        if (!np)
-                return -ENOMEM;
-        conf->props = np;
-        np[conf->nprops].name = strndup(arg, (size_t)(eq - arg));
-        np[conf->nprops].value = strdup(eq + 1);
-        conf->nprops++;
-        if (!np[conf->nprops - 1].name || !np[conf->nprops - 1].value)
-                return -ENOMEM;
-        r = config_check_kafka_prop(np[conf->nprops - 1].name, eq + 1, err, errlen);
-        return r < 0 ? -EINVAL : 0;
+        conf->strs = n;
+        n[conf->nstrs++] = s;
+        return s;
 }
 
-static int add_table(struct relay_config *conf, const char *arg, char *err, size_t errlen)
+static int add_note(struct relay_config *conf, char *note)
 {
-        struct table_name *nt, t;
+        char **n;
 
-        if (config_parse_table_name(arg, &t) < 0) {
-                set_err(err, errlen,
-                        "malformed table name \"%s\": write it as in SQL, e.g. public.outbox or "
-                        "'public.\"Foo bar\"'", arg);
+        if (!note)
+                return -ENOMEM;
+        n = realloc(conf->notes, (conf->nnotes + 1) * sizeof(*n));
+        if (!n) {
+                free(note);
+                return -ENOMEM;
+        }
+        conf->notes = n;
+        n[conf->nnotes++] = note;
+        return 0;
+}
+
+/* "FILE:LINE: " for a value from the configuration file, else "". */
+static const char *where(const struct parse *p, char *buf, size_t size)
+{
+        if (p->kind != SRC_FILE)
+                return "";
+        snprintf(buf, size, "%s:%d: ", p->file, p->line);
+        return buf;
+}
+
+/* How the setting is called where its value comes from: --name, NAME or the variable. */
+static const char *label(const struct parse *p, const struct opt_def *o, char *buf, size_t size)
+{
+        if (p->kind == SRC_ENV)
+                return p->var;
+        if (p->kind == SRC_FILE)
+                return o->name;
+        snprintf(buf, size, "--%s", o->name);
+        return buf;
+}
+
+/* Record an error about @o's value @arg, e.g. "FILE:LINE: invalid slot \"x\": ...". */
+static int bad_value(struct parse *p, const struct opt_def *o, const char *arg, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static int bad_value(struct parse *p, const struct opt_def *o, const char *arg, const char *fmt, ...)
+{
+        char w[512], l[128], why[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        set_err(p->err, p->errlen, "%sinvalid %s \"%s\": %s", where(p, w, sizeof(w)),
+                label(p, o, l, sizeof(l)), arg, why);
+        return -EINVAL;
+}
+
+/* Copy of @s kept in the configuration, unless it is a command-line argument (lives as long). */
+static const char *own(struct parse *p, const char *s)
+{
+        return p->kind == SRC_CMDLINE ? s : keep(p->conf, strdup(s));
+}
+
+static int add_prop(struct parse *p, const char *name, size_t name_len, const char *value)
+{
+        struct relay_config *conf = p->conf;
+        struct kafka_prop *np;
+        char *n, *v, w[512], why[768];
+
+        if (name_len == 0) {
+                set_err(p->err, p->errlen, "%s%s%smissing librdkafka property name before \"=%s\"",
+                        where(p, w, sizeof(w)), p->kind == SRC_ENV ? p->var : "",
+                        p->kind == SRC_ENV ? ": " : "", value);
                 return -EINVAL;
         }
+        n = strndup(name, name_len);
+        v = strdup(value);
+        if (!n || !v) {
+                free(n);
+                free(v);
+                return -ENOMEM;
+        }
+        if (config_check_kafka_prop(n, v, why, sizeof(why)) < 0) {
+                if (p->kind == SRC_CMDLINE)
+                        set_err(p->err, p->errlen, "-X %s", why);
+                else if (p->kind == SRC_FILE)
+                        set_err(p->err, p->errlen, "%s" FILE_KAFKA_PREFIX "%s", where(p, w, sizeof(w)), why);
+                else
+                        set_err(p->err, p->errlen, "%s: %s", p->var, why);
+                free(n);
+                free(v);
+                return -EINVAL;
+        }
+        /* The same property again, from a stronger source or later: the new value wins. */
+        for (size_t i = 0; i < conf->nprops; i++) {
+                if (strcmp(conf->props[i].name, n) == 0) {
+                        free(n);
+                        free(conf->props[i].value);
+                        conf->props[i].value = v;
+                        return 0;
+                }
+        }
+        np = realloc(conf->props, (conf->nprops + 1) * sizeof(*np));
+        if (!np) {
+                free(n);
+                free(v);
+                return -ENOMEM;
+        }
+        conf->props = np;
+        np[conf->nprops++] = (struct kafka_prop){n, v};
+        return 0;
+}
+
+/* "NAME=VALUE", as -X and kafka-property take it. */
+static int add_prop_pair(struct parse *p, const struct opt_def *o, const char *arg)
+{
+        const char *eq = strchr(arg, '=');
+
+        if (!eq || eq == arg)
+                return bad_value(p, o, arg, "expected NAME=VALUE, e.g. linger.ms=5");
+        return add_prop(p, arg, (size_t)(eq - arg), eq + 1);
+}
+
+static void free_tables(struct relay_config *conf)
+{
+        for (size_t i = 0; i < conf->ntables; i++) {
+                free(conf->tables[i].schema);
+                free(conf->tables[i].table);
+        }
+        free(conf->tables);
+        conf->tables = NULL;
+        conf->ntables = 0;
+}
+
+static int add_table(struct parse *p, const struct opt_def *o, const char *arg)
+{
+        struct relay_config *conf = p->conf;
+        struct table_name *nt, t;
+        int r;
+
+        /* A stronger source's tables replace the weaker one's list. */
+        if (p->kind > p->tables_from) {
+                free_tables(conf);
+                p->tables_from = p->kind;
+        }
+        r = config_parse_table_name(arg, &t);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return bad_value(p, o, arg, "write the table as in SQL, e.g. public.outbox or "
+                                 "'public.\"Foo bar\"'");
         for (size_t i = 0; i < conf->ntables; i++) {
                 if (strcmp(conf->tables[i].schema, t.schema) == 0 &&
                     strcmp(conf->tables[i].table, t.table) == 0) {
@@ -281,6 +468,39 @@ static int add_table(struct relay_config *conf, const char *arg, char *err, size
         conf->tables = nt;
         nt[conf->ntables++] = t;
         return 0;
+}
+
+/*
+ * Several tables in one value (a variable): a comma-separated list, commas
+ * inside double-quoted identifiers excepted, blanks around names ignored.
+ */
+static int add_table_list(struct parse *p, const struct opt_def *o, const char *list)
+{
+        char *copy = strdup(list), *start, *s;
+        bool quoted = false;
+        int r = 0;
+
+        if (!copy)
+                return -ENOMEM;
+        for (start = s = copy;; s++) {
+                if (*s == '"')
+                        quoted = !quoted;
+                if ((*s == ',' && !quoted) || *s == '\0') {
+                        char *end = s, last = *s;
+
+                        while (start < end && isspace((unsigned char)*start))
+                                start++;
+                        while (end > start && isspace((unsigned char)end[-1]))
+                                end--;
+                        *end = '\0';
+                        r = add_table(p, o, start);
+                        if (r < 0 || last == '\0')
+                                break;
+                        start = s + 1;
+                }
+        }
+        free(copy);
+        return r;
 }
 
 static int parse_int(const char *s, int64_t *ret)
@@ -309,70 +529,483 @@ static int parse_seconds_ms(const char *s, int64_t *ret)
         return 0;
 }
 
-static int apply(struct relay_config *conf, const struct opt_def *o, const char *arg, char *err,
-                 size_t errlen)
+static int parse_bool(const char *s, bool *ret)
 {
-        char *base = (char *)conf;
+        static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+
+        for (size_t i = 0; i < 4; i++) {
+                if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+                        *ret = strcasecmp(s, yes[i]) == 0;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+/* True if @s is one of the '|'-separated words of @choices. */
+static bool is_choice(const char *choices, const char *s)
+{
+        size_t n = strlen(s);
+
+        for (const char *c = choices; c; c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL)
+                if (strncmp(c, s, n) == 0 && (c[n] == '|' || c[n] == '\0'))
+                        return true;
+        return false;
+}
+
+/* "a, b or c" from "a|b|c", into @buf. */
+static const char *choice_list(const char *choices, char *buf, size_t size)
+{
+        const char *last = strrchr(choices, '|');
+        size_t o = 0;
+
+        for (const char *c = choices; *c && o + 8 < size; c++) {
+                if (*c != '|')
+                        buf[o++] = *c;
+                else if (c == last)
+                        o += (size_t)snprintf(buf + o, size - o, " or ");
+                else
+                        o += (size_t)snprintf(buf + o, size - o, ", ");
+        }
+        buf[o] = '\0';
+        return buf;
+}
+
+static bool valid_topic(const char *s)
+{
+        for (const char *c = s; *c; c++)
+                if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
+                        return false;
+        return true;
+}
+
+/* Set @o from @arg (NULL for a flag on the command line), from source p->kind. */
+static int apply(struct parse *p, const struct opt_def *o, const char *arg)
+{
+        char *base = (char *)p->conf, buf[256];
+        const char *s;
         int64_t v;
+        bool b;
 
         switch (o->type) {
         case OPT_STRING:
+        case OPT_CHOICE:
+        case OPT_SLOT:
+        case OPT_TOPIC:
                 if (arg[0] == '\0') {
-                        set_err(err, errlen, "option --%s needs a non-empty value", o->name);
+                        char w[512], l[128];
+
+                        set_err(p->err, p->errlen, "%s%s needs a non-empty value", where(p, w, sizeof(w)),
+                                label(p, o, l, sizeof(l)));
                         return -EINVAL;
                 }
-                *(const char **)(base + o->offset) = arg;
+                if (o->type == OPT_CHOICE && !is_choice(o->arg, arg))
+                        return bad_value(p, o, arg, "expected %s", choice_list(o->arg, buf, sizeof(buf)));
+                if (o->type == OPT_SLOT && !config_valid_slot_name(arg))
+                        return bad_value(p, o, arg, "PostgreSQL allows 1 to 63 lower-case letters, "
+                                         "digits and underscores in a slot name");
+                if (o->type == OPT_TOPIC && !valid_topic(arg))
+                        return bad_value(p, o, arg, "Kafka allows only letters, digits, '.', '_' and "
+                                         "'-' in a topic name");
+                s = own(p, arg);
+                if (!s)
+                        return -ENOMEM;
+                *(const char **)(base + o->offset) = s;
                 return 0;
         case OPT_FLAG:
-                *(bool *)(base + o->offset) = true;
+                if (!arg)
+                        b = true;
+                else if (parse_bool(arg, &b) < 0)
+                        return bad_value(p, o, arg, "expected true or false");
+                *(bool *)(base + o->offset) = b;
                 return 0;
-        case OPT_COUNT:
+        case OPT_DEBUG:
                 (*(int *)(base + o->offset))++;
+                p->conf->log_level = "debug";
                 return 0;
         case OPT_INT:
         case OPT_SECONDS:
                 if ((o->type == OPT_INT ? parse_int(arg, &v) : parse_seconds_ms(arg, &v)) < 0 ||
                     v < o->min || v > o->max) {
                         if (o->type == OPT_INT)
-                                set_err(err, errlen, "invalid --%s \"%s\": expected an integer "
-                                        "from %lld to %lld", o->name, arg, (long long)o->min,
-                                        (long long)o->max);
-                        else
-                                set_err(err, errlen, "invalid --%s \"%s\": expected seconds "
-                                        "from %g to %g", o->name, arg, o->min / 1000.0,
-                                        o->max / 1000.0);
-                        return -EINVAL;
+                                return bad_value(p, o, arg, "expected an integer from %lld to %lld",
+                                                 (long long)o->min, (long long)o->max);
+                        return bad_value(p, o, arg, "expected seconds from %g to %g", o->min / 1000.0,
+                                         o->max / 1000.0);
                 }
                 *(int64_t *)(base + o->offset) = v;
                 return 0;
         case OPT_TABLE:
-                return add_table(conf, arg, err, errlen);
+                return p->kind == SRC_ENV ? add_table_list(p, o, arg) : add_table(p, o, arg);
         case OPT_PROP:
-                return add_prop(conf, arg, err, errlen);
+                return add_prop_pair(p, o, arg);
         case OPT_LSN:
                 if (lsn_parse(arg, strlen(arg), (uint64_t *)(base + o->offset)) < 0 ||
-                    *(uint64_t *)(base + o->offset) == 0) {
-                        set_err(err, errlen, "invalid --%s \"%s\": expected an LSN such as 0/1551468 "
-                                "(the ce_pglsn of the transaction, as in the error message)",
-                                o->name, arg);
-                        return -EINVAL;
-                }
+                    *(uint64_t *)(base + o->offset) == 0)
+                        return bad_value(p, o, arg, "expected an LSN such as 0/1551468 (the "
+                                         "ce_pglsn of the transaction, as in the error message)");
                 return 0;
         }
         return -EINVAL;
 }
 
-int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen)
+static const struct opt_def *find_opt(const char *name)
+{
+        for (size_t i = 0; i < N_OPTS; i++)
+                if (strcmp(opt_defs[i].name, name) == 0)
+                        return &opt_defs[i];
+        return NULL;
+}
+
+/* OUTBOX_RELAY_<NAME>: upper case, '-' as '_'. */
+static void env_name(const struct opt_def *o, char *buf, size_t size)
+{
+        size_t n = (size_t)snprintf(buf, size, ENV_PREFIX "%s", o->name);
+
+        for (size_t i = strlen(ENV_PREFIX); i < n && i < size; i++)
+                buf[i] = buf[i] == '-' ? '_' : (char)toupper((unsigned char)buf[i]);
+}
+
+/*
+ * The value of a *_FILE variable: the content of the file it names, less
+ * one trailing newline (as "echo secret > file" leaves it).
+ */
+static int read_value_file(struct parse *p, const char *var, const char *path, const char **ret)
+{
+        char *buf = NULL, *shrunk;
+        size_t n = 0;
+        ssize_t got;
+        int fd, r = 0;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        buf = malloc(VALUE_FILE_MAX + 1);
+        if (!buf) {
+                close(fd);
+                return -ENOMEM;
+        }
+        while ((got = read(fd, buf + n, VALUE_FILE_MAX + 1 - n)) > 0 && n < VALUE_FILE_MAX + 1)
+                n += (size_t)got;
+        if (got < 0)
+                r = -errno;
+        close(fd);
+        if (r < 0)
+                goto fail;
+        if (n > VALUE_FILE_MAX) {
+                set_err(p->err, p->errlen, "%s: file \"%s\" is larger than %d bytes", var, path,
+                        VALUE_FILE_MAX);
+                free(buf);
+                return -EINVAL;
+        }
+        if (n > 0 && buf[n - 1] == '\n')
+                n--;
+        if (n > 0 && buf[n - 1] == '\r')
+                n--;
+        buf[n] = '\0';
+        if (memchr(buf, '\0', n)) {
+                set_err(p->err, p->errlen, "%s: file \"%s\" holds a NUL byte", var, path);
+                free(buf);
+                return -EINVAL;
+        }
+        shrunk = realloc(buf, n + 1);  /* a password need not hold on to a megabyte */
+        *ret = keep(p->conf, shrunk ? shrunk : buf);
+        return *ret ? 0 : -ENOMEM;
+fail:
+        free(buf);
+        set_err(p->err, p->errlen, "%s: cannot read \"%s\": %s", var, path, strerror(-r));
+        return -EINVAL;
+}
+
+/*
+ * The value of variable @var, or of @var_FILE read from its file (the name
+ * of the one used in @fvar, 256 bytes, and *@ret_var); NULL: neither is set.
+ */
+static int env_value(struct parse *p, const char *var, char fvar[static 256], const char **ret,
+                     const char **ret_var)
+{
+        const char *v, *f;
+
+        snprintf(fvar, 256, "%s_FILE", var);
+        v = getenv(var);
+        f = getenv(fvar);
+        if (v && f) {
+                set_err(p->err, p->errlen, "both %s and %s are set: keep one", var, fvar);
+                return -EINVAL;
+        }
+        *ret = NULL;
+        if (v) {
+                *ret_var = var;
+                *ret = v;
+                return 0;
+        }
+        if (!f)
+                return 0;
+        *ret_var = fvar;
+        return read_value_file(p, fvar, f, ret);
+}
+
+/* True if the environment entry @e ("NAME=value") is named @name. */
+static bool env_is(const char *e, const char *name)
+{
+        size_t n = strlen(name);
+
+        return strncmp(e, name, n) == 0 && e[n] == '=';
+}
+
+/*
+ * librdkafka properties from OUTBOX_RELAY_KAFKA_<PROPERTY>[_FILE]: the
+ * property in lower case, '.' written as '_' and '_' as "__" (so
+ * OUTBOX_RELAY_KAFKA_SASL_PASSWORD is sasl.password), as Confluent's Kafka
+ * images map KAFKA_* variables.
+ */
+static int env_kafka(struct parse *p)
+{
+        for (char **e = environ; *e; e++) {
+                const char *name = *e + strlen(ENV_KAFKA_PREFIX), *eq, *value;
+                char var[256], fvar[256], prop[256];
+                size_t n = 0, len;
+                int r;
+
+                if (strncmp(*e, ENV_KAFKA_PREFIX, strlen(ENV_KAFKA_PREFIX)) != 0)
+                        continue;
+                eq = strchr(*e, '=');
+                if (!eq || (size_t)(eq - *e) >= sizeof(var))
+                        continue;
+                memcpy(var, *e, (size_t)(eq - *e));
+                var[eq - *e] = '\0';
+                len = (size_t)(eq - name);
+                if (len > 5 && strcmp(var + strlen(var) - 5, "_FILE") == 0) {
+                        var[strlen(var) - 5] = '\0';
+                        if (getenv(var))
+                                continue;  /* env_value() refuses both below */
+                        len -= 5;
+                }
+                if (strcmp(var, ENV_KAFKA_PREFIX "PROPERTY") == 0) {
+                        set_err(p->err, p->errlen, "%s is not used: set each librdkafka property in "
+                                "its own variable, e.g. " ENV_KAFKA_PREFIX "LINGER_MS=5 for linger.ms",
+                                var);
+                        return -EINVAL;
+                }
+                for (size_t i = 0; i < len && n + 1 < sizeof(prop); i++) {
+                        if (name[i] == '_' && i + 1 < len && name[i + 1] == '_') {
+                                prop[n++] = '_';
+                                i++;
+                        } else {
+                                prop[n++] = name[i] == '_' ? '.' : (char)tolower((unsigned char)name[i]);
+                        }
+                }
+                prop[n] = '\0';
+                r = env_value(p, var, fvar, &value, &p->var);
+                if (r < 0)
+                        return r;
+                r = add_prop(p, prop, n, value);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int read_env(struct parse *p)
+{
+        char unknown[1024] = "";
+        size_t nu = 0;
+        int r;
+
+        p->kind = SRC_ENV;
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *o = &opt_defs[i];
+                const char *value;
+                char var[128], fvar[256];
+
+                /* $OUTBOX_RELAY_CONFIG was read before the file. */
+                if ((o->flags & OPT_NOENV) || o->offset == OFF(config_file))
+                        continue;
+                env_name(o, var, sizeof(var));
+                r = env_value(p, var, fvar, &value, &p->var);
+                if (r < 0)
+                        return r;
+                if (value && (r = apply(p, o, value)) < 0)
+                        return r;
+        }
+        r = env_kafka(p);
+        if (r < 0)
+                return r;
+        /* Other OUTBOX_RELAY_* variables: likely typos, but also Kubernetes service links. */
+        for (char **e = environ; *e; e++) {
+                bool known = strncmp(*e, ENV_KAFKA_PREFIX, strlen(ENV_KAFKA_PREFIX)) == 0;
+                const char *eq = strchr(*e, '=');
+
+                if (strncmp(*e, ENV_PREFIX, strlen(ENV_PREFIX)) != 0 || !eq)
+                        continue;
+                for (size_t i = 0; i < N_OPTS && !known; i++) {
+                        char var[128];
+
+                        if (opt_defs[i].flags & OPT_NOENV)
+                                continue;
+                        env_name(&opt_defs[i], var, sizeof(var));
+                        known = env_is(*e, var) || (strncmp(*e, var, strlen(var)) == 0 &&
+                                                    env_is(*e + strlen(var), "_FILE"));
+                }
+                if (!known && nu + (size_t)(eq - *e) + 3 < sizeof(unknown))
+                        nu += (size_t)snprintf(unknown + nu, sizeof(unknown) - nu, "%s%.*s",
+                                               nu ? ", " : "", (int)(eq - *e), *e);
+        }
+        if (nu) {
+                char *note;
+
+                if (asprintf(&note, "ignoring environment variables that are not settings: %s", unknown) < 0)
+                        return -ENOMEM;
+                return add_note(p->conf, note);
+        }
+        return 0;
+}
+
+/*
+ * libinih's line reader (fgets(3)'s contract, @num bytes with the NUL).
+ * Counts lines, since Debian's libinih is built without
+ * INI_HANDLER_LINENO; refuses lines longer than @num - 2 bytes, which
+ * libinih 55 would split; strips leading blanks, so that an indented
+ * line is never taken as a continuation of the previous value.
+ */
+static char *file_reader(char *str, int num, void *stream)
+{
+        struct parse *p = stream;
+        ssize_t n = getline(&p->buf, &p->cap, p->fp);
+        const char *s;
+        char w[512];
+
+        if (n < 0)
+                return NULL;
+        p->line++;
+        if (p->ret == 0 && (n > num - 1 || memchr(p->buf, '\0', (size_t)n))) {
+                if (n > num - 1)
+                        set_err(p->err, p->errlen, "%sline longer than %d bytes", where(p, w, sizeof(w)),
+                                num - 2);
+                else
+                        set_err(p->err, p->errlen, "%smalformed line: it holds a NUL byte",
+                                where(p, w, sizeof(w)));
+                p->ret = -EINVAL;
+                p->err_line = p->line;
+        }
+        if (n > num - 1 || memchr(p->buf, '\0', (size_t)n)) {
+                strcpy(str, "\n");
+                return str;
+        }
+        for (s = p->buf; *s == ' ' || *s == '\t'; s++)
+                ;
+        memcpy(str, s, (size_t)n - (size_t)(s - p->buf) + 1);
+        return str;
+}
+
+/* libinih's handler: one "name = value" line. Returns 0 on error (libinih's contract). */
+static int file_setting(void *user, const char *section, const char *name, const char *value)
+{
+        struct parse *p = user;
+        const struct opt_def *o;
+        char w[512];
+        int r;
+
+        if (p->ret < 0)
+                return 0;
+        if (section[0]) {
+                set_err(p->err, p->errlen, "%sunexpected section [%s]: settings are written "
+                        "without sections", where(p, w, sizeof(w)), section);
+                r = -EINVAL;
+        } else if (strncmp(name, FILE_KAFKA_PREFIX, strlen(FILE_KAFKA_PREFIX)) == 0) {
+                r = add_prop(p, name + strlen(FILE_KAFKA_PREFIX), strlen(name + strlen(FILE_KAFKA_PREFIX)),
+                             value);
+        } else if (!(o = find_opt(name)) || (o->flags & OPT_NOFILE)) {
+                if (o)
+                        set_err(p->err, p->errlen, "%ssetting \"%s\" cannot be given in a "
+                                "configuration file", where(p, w, sizeof(w)), name);
+                else
+                        set_err(p->err, p->errlen, "%sunknown setting \"%s\"", where(p, w, sizeof(w)),
+                                name);
+                r = -EINVAL;
+        } else {
+                r = apply(p, o, o->type == OPT_DEBUG ? NULL : value);
+        }
+        if (r < 0) {
+                p->ret = r;
+                p->err_line = p->line;
+                return 0;
+        }
+        return 1;
+}
+
+/* Warn when a file others may read holds what looks like a password. */
+static int check_file_secrets(struct parse *p)
+{
+        struct stat st;
+        bool secret = p->conf->conninfo && strstr(p->conf->conninfo, "password");
+        char *note;
+
+        for (size_t i = 0; i < p->conf->nprops && !secret; i++)
+                secret = strstr(p->conf->props[i].name, "password") ||
+                         strstr(p->conf->props[i].name, "secret");
+        if (!secret || fstat(fileno(p->fp), &st) < 0 || !(st.st_mode & S_IROTH))
+                return 0;
+        if (asprintf(&note, "configuration file \"%s\" holds a password and everyone may read it: "
+                     "chmod o-r, or give the secret in a *_FILE variable", p->file) < 0)
+                return -ENOMEM;
+        return add_note(p->conf, note);
+}
+
+static int read_file(struct parse *p, const char *path)
+{
+        int r;
+
+        p->kind = SRC_FILE;
+        p->file = path;
+        p->line = 0;
+        p->fp = fopen(path, "re");
+        if (!p->fp) {
+                set_err(p->err, p->errlen, "cannot read configuration file \"%s\": %s", path,
+                        strerror(errno));
+                return -EINVAL;
+        }
+        r = ini_parse_stream(file_reader, p, file_setting, p);
+        if (r == -2)
+                p->ret = -ENOMEM;
+        else if (ferror(p->fp) && p->ret == 0) {
+                set_err(p->err, p->errlen, "cannot read configuration file \"%s\": %s", path,
+                        strerror(errno));
+                p->ret = -EINVAL;
+        } else if (r > 0 && (p->ret == 0 || r < p->err_line)) {
+                /* libinih's own finding, before any of ours: a line without '=' or ']'. */
+                set_err(p->err, p->errlen, "%s:%d: malformed line: expected NAME = VALUE", path, r);
+                p->ret = -EINVAL;
+        }
+        if (p->ret == 0)
+                p->ret = check_file_secrets(p);
+        fclose(p->fp);
+        p->fp = NULL;
+        free(p->buf);
+        p->buf = NULL;
+        p->cap = 0;
+        return p->ret;
+}
+
+struct cl_arg {
+        const struct opt_def *o;
+        const char *arg;
+};
+
+/* Read the command line into @args (at most @argc entries), applying nothing yet. */
+static int read_cmdline(int argc, char **argv, struct cl_arg *args, size_t *ret_n, char *err,
+                        size_t errlen)
 {
         struct option longopts[N_OPTS + 1];
         char shortopts[N_OPTS * 2 + 2];
-        struct relay_config conf = {0};
-        size_t ns = 0;
-        int c, r, idx;
+        size_t ns = 0, n = 0;
+        int c, idx;
 
         shortopts[ns++] = ':';
         for (size_t i = 0; i < N_OPTS; i++) {
-                bool has_arg = opt_defs[i].type != OPT_FLAG && opt_defs[i].type != OPT_COUNT;
+                bool has_arg = opt_defs[i].type != OPT_FLAG && opt_defs[i].type != OPT_DEBUG;
 
                 /* Long forms return 256 + index, so they never look like getopt's '?'. */
                 longopts[i] = (struct option){opt_defs[i].name, has_arg ? required_argument : no_argument,
@@ -385,32 +1018,6 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
         }
         longopts[N_OPTS] = (struct option){0};
         shortopts[ns] = '\0';
-
-        /* "-?" is help, as in PostgreSQL's tools; getopt would report it as unknown. */
-        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-                if (strcmp(argv[i], "-?") == 0) {
-                        conf.show_help = true;
-                        *ret_conf = conf;
-                        return 0;
-                }
-        }
-        /*
-         * Defaults before the command line, so that a value given explicitly
-         * (even 0, e.g. --shutdown-timeout=0) is never replaced by its default.
-         * The table default is applied after, only if no -t was given.
-         */
-        for (size_t i = 0; i < N_OPTS; i++) {
-                const struct opt_def *o = &opt_defs[i];
-                char *field = (char *)&conf + o->offset;
-
-                if (!o->def)
-                        continue;
-                if (o->type == OPT_STRING)
-                        *(const char **)field = o->def;
-                else if ((o->type == OPT_INT && parse_int(o->def, (int64_t *)field) < 0) ||
-                         (o->type == OPT_SECONDS && parse_seconds_ms(o->def, (int64_t *)field) < 0))
-                        return -EINVAL;  /* a broken table entry */
-        }
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, shortopts, longopts, &idx)) != -1) {
@@ -422,93 +1029,247 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                         else
                                 set_err(err, errlen, "unknown option \"%s\"; try --help",
                                         argv[optind - 1]);
-                        r = -EINVAL;
-                        goto fail;
+                        return -EINVAL;
                 }
                 if (c == ':') {
                         set_err(err, errlen, "option \"%s\" needs an argument; try --help",
                                 argv[optind - 1]);
-                        r = -EINVAL;
-                        goto fail;
+                        return -EINVAL;
                 }
                 for (size_t i = 0; i < N_OPTS; i++)
                         if ((c < 256 && opt_defs[i].short_name == c) || c == 256 + (int)i)
                                 o = &opt_defs[i];
                 if (!o) {
                         set_err(err, errlen, "unknown option; try --help");
-                        r = -EINVAL;
-                        goto fail;
+                        return -EINVAL;
                 }
-                r = apply(&conf, o, optarg, err, errlen);
-                if (r < 0)
-                        goto fail;
+                args[n++] = (struct cl_arg){o, optarg};
         }
         if (optind < argc) {
                 set_err(err, errlen, "unexpected argument \"%s\"; try --help", argv[optind]);
-                r = -EINVAL;
-                goto fail;
+                return -EINVAL;
         }
-        if (conf.ntables == 0 && (r = add_table(&conf, "public.outbox", err, errlen)) < 0)
-                goto fail;
-        if (!conf.key_column)
-                conf.key_column = conf.id_column;
-        if (strcmp(conf.on_error, "stop") != 0 && strcmp(conf.on_error, "dead-letter") != 0) {
-                set_err(err, errlen, "invalid --on-error \"%s\": expected stop or dead-letter",
-                        conf.on_error);
-                r = -EINVAL;
-                goto fail;
+        *ret_n = n;
+        return 0;
+}
+
+static bool is_string(const struct opt_def *o)
+{
+        return o->type == OPT_STRING || o->type == OPT_CHOICE || o->type == OPT_SLOT ||
+               o->type == OPT_TOPIC;
+}
+
+int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen)
+{
+        struct relay_config conf = {0};
+        struct parse p = {.conf = &conf, .err = err, .errlen = errlen};
+        struct cl_arg *args;
+        const char *path;
+        size_t nargs = 0;
+        int r;
+
+        /* "-?" is help, as in PostgreSQL's tools; getopt would report it as unknown. */
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+                if (strcmp(argv[i], "-?") == 0) {
+                        conf.show_help = true;
+                        *ret_conf = conf;
+                        return 0;
+                }
         }
-        conf.dead_letter = strcmp(conf.on_error, "dead-letter") == 0;
-        if (strcmp(conf.null_payload, "error") != 0 && strcmp(conf.null_payload, "tombstone") != 0) {
-                set_err(err, errlen, "invalid --null-payload \"%s\": expected error or tombstone",
-                        conf.null_payload);
-                r = -EINVAL;
+        args = calloc((size_t)argc + 1, sizeof(*args));
+        if (!args)
+                return -ENOMEM;
+        r = read_cmdline(argc, argv, args, &nargs, err, errlen);
+        if (r < 0)
                 goto fail;
-        }
-        conf.null_tombstone = strcmp(conf.null_payload, "tombstone") == 0;
-        for (const char *p = conf.dead_letter_topic; *p; p++) {
-                if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') {
-                        set_err(err, errlen, "invalid --dead-letter-topic \"%s\": Kafka allows only "
-                                "letters, digits, '.', '_' and '-'", conf.dead_letter_topic);
-                        r = -EINVAL;
+        /*
+         * Defaults first, so that a value given explicitly (even 0, e.g.
+         * --shutdown-timeout=0) is never replaced by its default. The table
+         * default is applied last, only if no source named a table.
+         */
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *o = &opt_defs[i];
+                char *field = (char *)&conf + o->offset;
+
+                if (!o->def || o->type == OPT_TABLE)
+                        continue;
+                if (is_string(o))
+                        *(const char **)field = o->def;
+                else if ((o->type == OPT_INT && parse_int(o->def, (int64_t *)field) < 0) ||
+                         (o->type == OPT_SECONDS && parse_seconds_ms(o->def, (int64_t *)field) < 0))
+                        r = -EINVAL;  /* a broken table entry */
+                if (r < 0) {
+                        set_err(err, errlen, "bad default of --%s", o->name);
                         goto fail;
                 }
         }
+        /* With --help or --version, a broken file or variable must not stand in the way. */
+        path = getenv(ENV_PREFIX "CONFIG");
+        for (size_t i = 0; i < nargs; i++) {
+                if (args[i].o->offset == OFF(show_help) || args[i].o->offset == OFF(show_version)) {
+                        conf.show_help |= args[i].o->offset == OFF(show_help);
+                        conf.show_version |= args[i].o->offset == OFF(show_version);
+                        free(args);
+                        *ret_conf = conf;
+                        return 0;
+                }
+                if (args[i].o->offset == OFF(config_file))
+                        path = args[i].arg;
+        }
+        conf.config_file = path;
+        if (path && (r = read_file(&p, path)) < 0)
+                goto fail;
+        if ((r = read_env(&p)) < 0)
+                goto fail;
+        p.kind = SRC_CMDLINE;
+        for (size_t i = 0; i < nargs; i++)
+                if ((r = apply(&p, args[i].o, args[i].arg)) < 0)
+                        goto fail;
+        if (conf.ntables == 0 && (r = add_table(&p, find_opt("table"), "public.outbox")) < 0)
+                goto fail;
+        if (!conf.key_column)
+                conf.key_column = conf.id_column;
+        conf.dead_letter = strcmp(conf.on_error, "dead-letter") == 0;
+        conf.null_tombstone = strcmp(conf.null_payload, "tombstone") == 0;
         if (conf.skip_transaction && conf.skip_transaction == conf.dead_letter_transaction) {
                 set_err(err, errlen, "--skip-transaction and --dead-letter-transaction name the same "
                         "transaction: choose one remedy");
                 r = -EINVAL;
                 goto fail;
         }
-        if (!config_valid_slot_name(conf.slot)) {
-                set_err(err, errlen,
-                        "invalid slot name \"%s\": PostgreSQL allows 1 to 63 lower-case letters, "
-                        "digits and underscores", conf.slot);
-                r = -EINVAL;
-                goto fail;
-        }
+        free(args);
         *ret_conf = conf;
         return 0;
 fail:
+        free(args);
         config_free(&conf);
         return r == -ENOMEM ? -ENOMEM : -EINVAL;
 }
 
+static bool same_string(const char *a, const char *b)
+{
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* True if @o has the same value in @a and @b. */
+static bool same_value(const struct opt_def *o, const struct relay_config *a, const struct relay_config *b)
+{
+        const char *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
+
+        switch (o->type) {
+        case OPT_STRING:
+        case OPT_CHOICE:
+        case OPT_SLOT:
+        case OPT_TOPIC:
+                return same_string(*(const char *const *)fa, *(const char *const *)fb);
+        case OPT_FLAG:
+                return *(const bool *)fa == *(const bool *)fb;
+        case OPT_DEBUG:
+                return *(const int *)fa == *(const int *)fb;
+        case OPT_INT:
+        case OPT_SECONDS:
+                return *(const int64_t *)fa == *(const int64_t *)fb;
+        case OPT_LSN:
+                return *(const uint64_t *)fa == *(const uint64_t *)fb;
+        case OPT_TABLE:
+                if (a->ntables != b->ntables)
+                        return false;
+                for (size_t i = 0; i < a->ntables; i++)
+                        if (strcmp(a->tables[i].schema, b->tables[i].schema) != 0 ||
+                            strcmp(a->tables[i].table, b->tables[i].table) != 0)
+                                return false;
+                return true;
+        case OPT_PROP:
+                if (a->nprops != b->nprops)
+                        return false;
+                for (size_t i = 0; i < a->nprops; i++) {
+                        bool found = false;
+
+                        for (size_t j = 0; j < b->nprops && !found; j++)
+                                found = strcmp(a->props[i].name, b->props[j].name) == 0 &&
+                                        strcmp(a->props[i].value, b->props[j].value) == 0;
+                        if (!found)
+                                return false;
+                }
+                return true;
+        }
+        return false;
+}
+
+/* Free the strings of conf->strs no string setting points to any more. */
+static void drop_unused(struct relay_config *conf)
+{
+        size_t kept = 0;
+
+        for (size_t i = 0; i < conf->nstrs; i++) {
+                bool used = false;
+
+                for (size_t j = 0; j < N_OPTS && !used; j++)
+                        used = is_string(&opt_defs[j]) &&
+                               *(const char **)((char *)conf + opt_defs[j].offset) == conf->strs[i];
+                if (used)
+                        conf->strs[kept++] = conf->strs[i];
+                else
+                        free(conf->strs[i]);
+        }
+        conf->nstrs = kept;
+}
+
+int config_reload(struct relay_config *conf, struct relay_config *next, config_reload_fn fn,
+                  void *ctx)
+{
+        char **n;
+
+        /* The reloaded strings may live in @next's pool: first make room to keep all of it. */
+        n = realloc(conf->strs, (conf->nstrs + next->nstrs + 1) * sizeof(*n));
+        if (!n) {
+                config_free(next);
+                return -ENOMEM;
+        }
+        memcpy(n + conf->nstrs, next->strs, next->nstrs * sizeof(*n));
+        conf->strs = n;
+        conf->nstrs += next->nstrs;
+        free(next->strs);
+        next->strs = NULL;
+        next->nstrs = 0;
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *o = &opt_defs[i];
+                const char **cur, *nv;
+
+                if (same_value(o, conf, next))
+                        continue;
+                if (!(o->flags & OPT_RELOAD) || !is_string(o)) {
+                        fn(ctx, o->name, NULL, NULL, false);
+                        continue;
+                }
+                cur = (const char **)((char *)conf + o->offset);
+                nv = *(const char **)((char *)next + o->offset);
+                fn(ctx, o->name, *cur ? *cur : "none", nv ? nv : "none", true);
+                *cur = nv;
+        }
+        /* Bounded however often SIGHUP comes: only strings still in use stay. */
+        drop_unused(conf);
+        config_free(next);
+        return 0;
+}
+
 void config_free(struct relay_config *conf)
 {
-        for (size_t i = 0; i < conf->ntables; i++) {
-                free(conf->tables[i].schema);
-                free(conf->tables[i].table);
-        }
-        free(conf->tables);
+        free_tables(conf);
         for (size_t i = 0; i < conf->nprops; i++) {
                 free(conf->props[i].name);
                 free(conf->props[i].value);
         }
         free(conf->props);
-        conf->tables = NULL;
+        for (size_t i = 0; i < conf->nnotes; i++)
+                free(conf->notes[i]);
+        free(conf->notes);
+        for (size_t i = 0; i < conf->nstrs; i++)
+                free(conf->strs[i]);
+        free(conf->strs);
         conf->props = NULL;
-        conf->ntables = conf->nprops = 0;
+        conf->notes = conf->strs = NULL;
+        conf->nprops = conf->nnotes = conf->nstrs = 0;
 }
 
 void config_usage(FILE *out)
@@ -532,13 +1293,25 @@ void config_usage(FILE *out)
                 fprintf(out, "  %-34s %s", left, o->help);
                 if (o->def)
                         fprintf(out, " (default: %s)", o->def);
+                if (o->flags & OPT_RELOAD)
+                        fprintf(out, "; reloaded on SIGHUP");
                 fputc('\n', out);
         }
+        fprintf(out,
+                "\nConfiguration:\n"
+                "  Each setting comes from the command line, else the environment, else the file.\n"
+                "  File (-c FILE, or $OUTBOX_RELAY_CONFIG): lines \"name = value\" with the long\n"
+                "  option names (flags take true or false), \"kafka.NAME = VALUE\" for librdkafka\n"
+                "  properties, '#' comment lines, no sections. Environment: OUTBOX_RELAY_<NAME>,\n"
+                "  e.g. OUTBOX_RELAY_ON_ERROR=dead-letter, OUTBOX_RELAY_TABLE=a.outbox,b.outbox;\n"
+                "  OUTBOX_RELAY_KAFKA_<PROPERTY> with '.' as '_' and '_' as '__', e.g.\n"
+                "  OUTBOX_RELAY_KAFKA_SASL_PASSWORD; append _FILE to read a value from a file.\n"
+                "  SIGHUP reopens the log file and reloads the settings marked above.\n");
         fprintf(out,
                 "\nExit status:\n"
                 "  0  stopped on SIGINT/SIGTERM after flushing\n"
                 "  1  runtime failure (connection lost, delivery failed); restarting may succeed\n"
-                "  2  command-line usage error\n"
+                "  2  usage error: command line, configuration file or environment\n"
                 "  3  environment error: database, slot or table not usable as configured\n"
                 "  4  a row or stream line that cannot be published; permanent until an operator acts\n");
 }

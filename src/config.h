@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Command-line configuration: one table of options (name, short letter,
- * argument, storage, default, help) drives getopt_long(3), --help and the
- * checks. Also the parsing of SQL-style table names ('public."Foo bar"') and
- * of librdkafka "-X name=value" pairs, refusing settings that would void the
- * at-least-once guarantee. No I/O besides --help's output stream.
+ * Configuration: one table of settings (name, short letter, argument,
+ * storage, default, help, where it may be set, whether SIGHUP reloads it)
+ * drives getopt_long(3), the configuration file (INI lines "name = value",
+ * read with libinih), the OUTBOX_RELAY_* environment variables, --help and
+ * the checks. The command line wins over the environment, which wins over
+ * the file. Also the parsing of SQL-style table names ('public."Foo bar"') and
+ * of librdkafka "name=value" properties, refusing settings that would void
+ * the at-least-once guarantee. Reads the configuration file and files named
+ * by *_FILE variables; no other I/O besides --help's output stream.
  */
 #ifndef RELAY_CONFIG_H
 #define RELAY_CONFIG_H
@@ -18,7 +22,7 @@
 enum relay_exit {
         RELAY_EXIT_OK = 0,          /* stopped on request after flushing */
         RELAY_EXIT_RETRY = 1,       /* runtime failure; a restart may succeed */
-        RELAY_EXIT_USAGE = 2,       /* bad command line */
+        RELAY_EXIT_USAGE = 2,       /* bad command line, configuration file or environment */
         RELAY_EXIT_ENVIRONMENT = 3, /* database, slot or table not usable as configured */
         RELAY_EXIT_DATA = 4,        /* a row or line that cannot be published: permanent until fixed */
 };
@@ -63,25 +67,67 @@ struct relay_config {
         int64_t ready_timeout_ms;      /* --ready-timeout, given in seconds; 0: no progress check */
         int64_t stats_interval_ms;     /* --stats-interval, given in seconds; 0: no stats lines */
         int64_t metrics_max_topics;    /* --metrics-max-topics: topic labels kept apart */
-        int verbose;                   /* -v, repeatable */
+        const char *config_file;       /* -c; NULL: none */
+        const char *log_level;         /* --log-level: debug, info, warning or error */
+        const char *log_format;        /* --log-format: text or json */
+        const char *log_file;          /* --log-file; NULL: stderr */
+        int verbose;                   /* -v, repeatable; sets log_level to debug */
         bool show_help;
         bool show_version;
+        char **notes;                  /* warnings for the caller to log, e.g. unknown variables */
+        size_t nnotes;
+        char **strs;                   /* strings config_parse() allocated, freed by config_free() */
+        size_t nstrs;
 };
 
 /*
- * config_parse() - fill @ret_conf from @argc/@argv and defaults. Strings in
- * @ret_conf point into @argv or static storage, except tables and props,
- * which are allocated and freed by config_free().
+ * config_parse() - fill @ret_conf from defaults, the configuration file
+ * (-c/--config, else $OUTBOX_RELAY_CONFIG), the environment and
+ * @argc/@argv, each setting taken from the highest of these sources that
+ * sets it. A repeatable setting (table) given by a higher source replaces the
+ * lower source's list; librdkafka properties merge per property name.
  *
- * Returns 0, or -EINVAL with a one-line reason in @err (@errlen bytes) for an
- * unknown option, a missing or malformed argument, an invalid slot name, a
- * malformed table name or -X pair, or a -X setting that would void the
- * guarantee (enable.idempotence=false, acks other than all/-1,
- * delivery.report.only.error=true), an unknown --on-error or --null-payload
- * value, a malformed LSN, or --dead-letter-transaction without a
- * --dead-letter-topic to send to.
+ * File format (README.md, "Configuration"): INI lines "name = value" as
+ * libinih reads them, name being a long option or "kafka.<librdkafka
+ * property>"; '#' or ';' starts a comment line, " ;" an inline comment; no
+ * sections; at most INI_MAX_LINE - 3 bytes a line. Environment:
+ * OUTBOX_RELAY_<NAME> (upper case, '-' as '_'), OUTBOX_RELAY_KAFKA_<PROPERTY>
+ * ('.' as '_', '_' as "__"), and any of these with "_FILE" appended names a
+ * file holding the value (one trailing newline removed). Flags take
+ * true/false (yes/no, on/off, 1/0) outside the command line. With --help or
+ * --version on the command line, the file and the environment are not read.
+ * Strings in @ret_conf point into @argv, static storage or conf->strs; all
+ * is freed by config_free(). Unknown OUTBOX_RELAY_* variables and a
+ * world-readable file holding a password are reported in conf->notes.
+ *
+ * Returns 0; -ENOMEM; or -EINVAL with a one-line reason in @err (@errlen
+ * bytes) naming the source (option, "FILE:LINE: " or variable) for an
+ * unknown option or setting, a malformed line, an unreadable file, a missing
+ * or malformed value, an invalid slot name, a malformed table name or
+ * property, a property that would void the guarantee (enable.idempotence=
+ * false, acks other than all/-1, delivery.report.only.error=true), an
+ * unknown choice (--on-error, --null-payload, --log-level, --log-format), a
+ * malformed LSN, or both a variable and its _FILE form set.
  */
 int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen);
+
+/*
+ * config_reload_fn - told about one setting whose value differs on reload.
+ * @old_value and @new_value are given (as text) only for a reloaded
+ * setting; other values are not shown, they may hold secrets.
+ */
+typedef void (*config_reload_fn)(void *ctx, const char *name, const char *old_value,
+                                 const char *new_value, bool reloaded);
+
+/*
+ * config_reload() - take from @next (a fresh config_parse() result) the
+ * settings marked reloadable (the log settings) into @conf, calling @fn for
+ * every setting whose value differs, reloaded or not. Takes ownership of
+ * @next's allocations and frees @next. Returns 0, or -ENOMEM with @conf
+ * unchanged.
+ */
+int config_reload(struct relay_config *conf, struct relay_config *next, config_reload_fn fn,
+                   void *ctx);
 
 /* config_free() - free what config_parse() allocated; @conf may be zeroed. */
 void config_free(struct relay_config *conf);
@@ -100,8 +146,9 @@ int config_parse_table_name(const char *text, struct table_name *ret);
 
 /*
  * config_check_kafka_prop() - 0 if librdkafka property @name may be set to
- * @value, or -EPERM with the reason in @err when it would void the
- * at-least-once guarantee.
+ * @value, or -EPERM with the reason in @err ("NAME=VALUE refused: ...", the
+ * caller says where it was set) when it would void the at-least-once
+ * guarantee.
  */
 int config_check_kafka_prop(const char *name, const char *value, char *err, size_t errlen);
 

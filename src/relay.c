@@ -57,6 +57,7 @@ struct relay {
         const struct relay_config *conf;
         volatile sig_atomic_t *stop;
         int stop_fd;
+        const struct relay_reload *reload;
 
         struct record_spec *spec;
         struct w2j_decoder *dec;
@@ -763,6 +764,8 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 r->producer_broken = true;
                 return;
         }
+        log_debug("published work ID \"%.*s\" to topic \"%s\" (transaction ending at LSN %s)",
+                  (int)row.id->len, row.id->ptr, row.topic, r->lsn_text);
         r->inflight_bytes += message_bytes(&row);
         r->c.published++;
 }
@@ -937,6 +940,24 @@ static int read_stream(struct relay *r, bool draining)
         return r->failure ? -1 : 1;
 }
 
+/*
+ * After poll(): a byte on stop_fd while no stop is requested came from
+ * SIGHUP. Empty the pipe (or poll() would not block again) and reload.
+ */
+static void check_reload(struct relay *r, short revents)
+{
+        char buf[64];
+
+        if (*r->stop || !(revents & POLLIN))
+                return;
+        while (read(r->stop_fd, buf, sizeof(buf)) > 0)
+                ;
+        if (r->reload && *r->reload->requested) {
+                *r->reload->requested = 0;
+                r->reload->fn(r->reload->ctx);
+        }
+}
+
 static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
 {
         struct pollfd pfd[4] = {
@@ -953,6 +974,7 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
                 pfd[2].events |= POLLOUT;
         if (poll(pfd, 4, timeout_ms) < 0 && errno != EINTR)
                 return -errno;
+        check_reload(r, pfd[1].revents);
         if (pfd[2].revents & (POLLIN | POLLERR | POLLHUP)) {
                 if (pgstream_consume(r->pg, err, sizeof(err)) < 0) {
                         fail(r, RELAY_EXIT_RETRY, "lost the replication connection: %s", err);
@@ -1205,6 +1227,7 @@ static void pause_ms(struct relay *r, int64_t ms)
                 if (left <= 0)
                         break;
                 poll(pfd, 3, (int)(left > 1000 ? 1000 : left));
+                check_reload(r, pfd[0].revents);
                 if (r->prod)
                         producer_poll(r->prod);
                 if (pfd[2].revents & POLLIN)
@@ -1246,9 +1269,10 @@ static int recover(struct relay *r)
         return 0;
 }
 
-int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop)
+int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop,
+              const struct relay_reload *reload)
 {
-        struct relay r = {.conf = conf, .stop = stop, .stop_fd = stop_fd};
+        struct relay r = {.conf = conf, .stop = stop, .stop_fd = stop_fd, .reload = reload};
         const char *const *tcols;
         size_t ntcols;
         char err[ERRLEN], *add_tables = NULL, a[LSN_STRLEN];

@@ -12,9 +12,22 @@
 #include "config.h"
 
 /*
+ * struct relay_reload - what relay_run() does on SIGHUP. The signal handler
+ * sets *@requested and writes a byte to relay_run()'s @stop_fd; the relay
+ * loop, woken by it, empties the pipe, clears the flag and calls @fn(@ctx),
+ * on the main thread between two poll() calls.
+ */
+struct relay_reload {
+        volatile sig_atomic_t *requested;
+        void (*fn)(void *ctx);
+        void *ctx;
+};
+
+/*
  * relay_run() - preflight, connect, stream and publish until @stop becomes
  * nonzero (a signal handler sets it and writes a byte to @stop_fd, which
- * relay_run() polls), or until a failure. On stop: reading ends, outstanding
+ * relay_run() polls), or until a failure. A byte without @stop set is a
+ * reload request: see struct relay_reload (@reload may be NULL). On stop: reading ends, outstanding
  * acknowledgements are awaited for at most conf->shutdown_timeout_ms, a last
  * standby status update reports the ledger's flush LSN, the copy is ended.
  *
@@ -24,6 +37,7 @@
  * RELAY_EXIT_DATA for a row or stream line that cannot be published. Every
  * failure has been logged once.
  */
-int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop);
+int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop,
+              const struct relay_reload *reload);
 
 #endif

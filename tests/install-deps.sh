@@ -10,7 +10,7 @@ log() { printf '==> %s\n' "$*"; }
 
 packages=(
         gcc libc6-dev pkg-config meson ninja-build
-        libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev
+        libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev libinih-dev
         postgresql-15 postgresql-15-wal2json kafkacat
         python3 python3-pytest python3-psycopg2 python3-confluent-kafka
 )

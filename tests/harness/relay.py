@@ -24,6 +24,17 @@ EXIT_ENV = 3
 EXIT_UNPUBLISHABLE = 4
 
 
+# The test suite's own knobs share the relay's OUTBOX_RELAY_ prefix; the relay
+# would warn about them as variables that are not settings, so it does not see them.
+HARNESS_VARS = ("OUTBOX_RELAY_BIN", "OUTBOX_RELAY_KEEP_TMP", "OUTBOX_RELAY_PG_BINDIR",
+                "OUTBOX_RELAY_SOAK", "OUTBOX_RELAY_FAULT_SEED")
+
+
+def relay_env(env=None):
+    """env (default: this process's environment) without the harness's variables."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if k not in HARNESS_VARS}
+
+
 def relay_bin():
     path = os.environ.get("OUTBOX_RELAY_BIN") or os.path.join(_TOP, "build", "src", "outbox-relay")
     if not os.access(path, os.X_OK):
@@ -41,7 +52,7 @@ def run_relay(args, timeout=60, env=None):
     try:
         cp = subprocess.run([relay_bin()] + list(args), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            timeout=timeout, env=env, preexec_fn=procs._child_setup)
+                            timeout=timeout, env=relay_env(env), preexec_fn=procs._child_setup)
     except subprocess.TimeoutExpired as e:
         raise TimeoutError("relay %s still running after %s s; output:\n%s"
                            % (args, timeout, (e.output or b"").decode("utf-8", "replace")))
@@ -66,7 +77,8 @@ class RelayProcess:
             f.write(("=== %s %s\n" % (self.binary, " ".join(self.args))).encode())
         procs.register(self)
         self.started_at = time.monotonic()
-        self.proc = procs.spawn([self.binary] + self.args, log_path=self.log_path, env=self.env)
+        self.proc = procs.spawn([self.binary] + self.args, log_path=self.log_path,
+                                env=relay_env(self.env))
         self._sampler = threading.Thread(target=self._sample_rss, daemon=True)
         self._sampler.start()
         return self
