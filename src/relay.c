@@ -892,13 +892,15 @@ static void note_reply_request(struct relay *r, uint64_t wal_end)
  * Read what the server sent, within the in-flight bounds. @draining: the
  * relay is stopping; lines are dropped unread (never confirmed) and only
  * reply requests are served. Returns 1 if more may be buffered, 0 if not,
- * negative after a failure.
+ * negative after a failure during this call (one recorded before does not stop
+ * a drain from reading).
  */
 static int read_stream(struct relay *r, bool draining)
 {
         char err[ERRLEN], state[6] = "";
+        int failure = r->failure;  /* a drain after a row error still reads */
 
-        for (int budget = READ_BUDGET; budget > 0 && !r->failure; budget--) {
+        for (int budget = READ_BUDGET; budget > 0 && r->failure == failure; budget--) {
                 const char *buf;
                 size_t len;
                 struct replmsg m;
@@ -937,7 +939,7 @@ static int read_stream(struct relay *r, bool draining)
                         r->write_lsn = m.data_start;
                 handle_line(r, &m);
         }
-        return r->failure ? -1 : 1;
+        return r->failure != failure ? -1 : 1;
 }
 
 /*

@@ -254,3 +254,26 @@ def test_missing_topic_broker_auto_create_off(case, strict_broker):
     assert_not_confirmed_past(case, bad)
     assert case.topic("missing") not in strict_broker.topics(), "the topic was created after all"
     assert_names_table(line)
+
+
+def test_row_error_still_confirms_earlier_transactions_acked_late(case):
+    """A row error stops the relay, but the acknowledgements of earlier
+    transactions that arrive during its short drain must still be confirmed,
+    so that a restart does not send them again. linger.ms holds the earlier
+    transaction's messages in the producer well past the moment the bad row
+    (refused by librdkafka before sending) stops the relay."""
+    prepare(case)
+    reader = case.reader()
+    relay = case.relay("-X", "message.max.bytes=10000", "-X", "linger.ms=1500")
+    conn = case.connect(autocommit=False)
+    early = insert_rows(conn, good("early", 20))
+    bad_row = {"work_id": "big-late", "kind": "order_received",
+               "payload": json.dumps({"blob": "x" * 20000})}
+    bad = insert_rows(conn, [bad_row])
+    line = stops_unpublishable(relay)
+    assert 'work ID "big-late"' in line, line
+    assert_not_confirmed_past(case, bad)
+    # the drain confirmed the earlier transaction: its commit is behind the slot
+    assert case.confirmed() > early.lsn_before, \
+        "the earlier transaction, acknowledged during the drain, was not confirmed:\n" + relay.log
+    assert reader.read_until(has_ids(early.work_ids), 30), case.logs()
