@@ -12,7 +12,7 @@ packages=(
         gcc libc6-dev pkg-config meson ninja-build
         libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev libinih-dev
         postgresql-15 postgresql-15-wal2json kafkacat
-        python3 python3-pytest python3-psycopg2 python3-confluent-kafka
+        python3 python3-pytest python3-psycopg2 python3-confluent-kafka python3-prometheus-client
 )
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
 if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
