@@ -86,7 +86,7 @@ int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char 
                 "SELECT current_setting('server_version_num')::int, current_setting('wal_level'), "
                 "current_setting('server_encoding'), current_database(), "
                 "(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout'), "
-                "current_setting('output_plugin_libraries', true), "
+                "(SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries'), "
                 "(SELECT setting::bigint FROM pg_settings WHERE name = 'max_slot_wal_keep_size'), "
                 "current_user, (SELECT rolreplication FROM pg_roles WHERE rolname = current_user), "
                 "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user), "

@@ -72,7 +72,7 @@ struct preflight_settings {
         char dbname[256];               /* current_database() */
         char user[256];                 /* current_user */
         int64_t wal_sender_timeout_ms;  /* 0: the server never times the stream out */
-        bool has_output_plugin_libraries; /* Debian's hardening setting exists */
+        bool has_output_plugin_libraries; /* Debian's hardening setting exists and is visible */
         char output_plugin_libraries[1024];
         bool has_max_slot_wal_keep_size;  /* PostgreSQL 13 or later */
         int64_t max_slot_wal_keep_size_mb; /* -1: unlimited */
@@ -83,7 +83,8 @@ struct preflight_settings {
 /*
  * preflight_read_settings() - read the server's version, wal_level,
  * server_encoding, wal_sender_timeout, output_plugin_libraries (Debian's
- * patch; absent elsewhere), max_slot_wal_keep_size (PostgreSQL 13+), the
+ * patch; absent elsewhere, and hidden from roles that are neither superuser
+ * nor pg_read_all_settings: then treated as absent), max_slot_wal_keep_size (PostgreSQL 13+), the
  * database name and the current role's REPLICATION and superuser attributes
  * (pg_roles). Returns 0, or -EINVAL with "cannot read server settings: ..."
  * in @err.
