@@ -82,6 +82,10 @@ static const struct opt_def opt_defs[] = {
          "a NULL payload is a row error, or is published as a Kafka tombstone"},
         {"metrics-address", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
          "serve /metrics (Prometheus text) and /healthz over HTTP"},
+        {"yes", 0, OPT_FLAG, OFF(yes), NULL, 0, 0, NULL,
+         "slot drop: really drop the slot"},
+        {"format", 0, OPT_STRING, OFF(format), NULL, 0, 0, "text|json",
+         "slot status: output format (default: text)"},
         {"verbose", 'v', OPT_COUNT, OFF(verbose), NULL, 0, 0, NULL, "more output (debug)"},
         {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit"},
         {"help", '?', OPT_FLAG, OFF(show_help), NULL, 0, 0, NULL, "print this help and exit"},
@@ -508,7 +512,13 @@ void config_usage(FILE *out)
                 "It streams committed inserts of the outbox table(s) from a logical replication\n"
                 "slot (wal2json) and confirms each transaction's LSN only after Kafka acknowledged\n"
                 "every message up to it: at-least-once, deduplicate on the ce_id header.\n\n"
-                "Usage:\n  outbox-relay [OPTION]...\n\nOptions:\n");
+                "Usage:\n  outbox-relay [OPTION]...                 run the relay\n"
+                "  outbox-relay check [OPTION]...           check the database and Kafka, "
+                "PASS/WARN/FAIL per item\n"
+                "  outbox-relay slot create [OPTION]...     create the slot (wal2json)\n"
+                "  outbox-relay slot drop --yes [OPTION]... drop the slot\n"
+                "  outbox-relay slot status [OPTION]...     the slot's positions and retained WAL\n"
+                "\nOptions:\n");
         for (size_t i = 0; i < N_OPTS; i++) {
                 const struct opt_def *o = &opt_defs[i];
                 char left[64];
@@ -530,5 +540,6 @@ void config_usage(FILE *out)
                 "  1  runtime failure (connection lost, delivery failed); restarting may succeed\n"
                 "  2  command-line usage error\n"
                 "  3  environment error: database, slot or table not usable as configured\n"
-                "  4  a row or stream line that cannot be published; permanent until an operator acts\n");
+                "  4  a row or stream line that cannot be published; permanent until an operator acts\n"
+                "check and slot: 0 done (check: safe to start), 2 usage, 3 not safe / slot problem\n");
 }

@@ -59,6 +59,8 @@ struct relay_config {
         const char *null_payload;      /* --null-payload: "error" or "tombstone" */
         bool null_tombstone;           /* null_payload is "tombstone" */
         const char *metrics_address;   /* --metrics-address HOST:PORT, NULL: no endpoint */
+        bool yes;                      /* --yes: `slot drop` really drops */
+        const char *format;            /* --format: `slot status` output, "text" or "json"; NULL: text */
         int verbose;                   /* -v, repeatable */
         bool show_help;
         bool show_version;
