@@ -65,6 +65,10 @@ static void add(struct check *ck, enum check_status st, const char *name, const 
         va_start(ap, fmt);
         vsnprintf(it->text, sizeof(it->text), fmt, ap);
         va_end(ap);
+        /* One line per item: the server's messages carry "\nHINT:  ..." and trailing newlines. */
+        for (char *p = it->text; *p; p++)
+                if (*p == '\n' || *p == '\t')
+                        *p = ' ';
         rep->counts[st]++;
 }
 
