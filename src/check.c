@@ -255,7 +255,8 @@ static void check_wal2json(struct check *ck)
                         snprintf(hint, sizeof(hint), "%s", strstr(err, "could not access file") ?
                                  "fix: install wal2json on the server (Debian: postgresql-NN-wal2json)" :
                                  "fix: see the server's message");
-                add(ck, CHECK_FAIL, "wal2json", "cannot create a temporary slot with wal2json: %s%s%s%s; %s",
+                add(ck, CHECK_FAIL, "wal2json",
+                    "cannot create a temporary slot with wal2json: %s%s%s%s; %s",
                     err, state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "", hint);
         }
         pgstream_free(s);  /* a temporary slot goes with its connection */
@@ -390,7 +391,8 @@ static int template_topics(struct check *ck, size_t *ret_bad, char *err, size_t 
                         char rerr[512];
 
                         for (size_t k = 0; k < ck->ntcols; k++)
-                                vals[k] = PQgetisnull(r, row, (int)k) ? NULL : PQgetvalue(r, row, (int)k);
+                                vals[k] = PQgetisnull(r, row, (int)k) ? NULL
+                                                                      : PQgetvalue(r, row, (int)k);
                         if (record_render_topic(ck->spec, vals, &topic, rerr, sizeof(rerr)) < 0)
                                 (*ret_bad)++;
                         else if (add_topic(ck, topic) < 0)
@@ -556,7 +558,8 @@ static void check_kafka(struct check *ck, bool db_ok)
         if (ck->ntcols == 0) {
                 if (first_template < ck->ntopics) {
                         snprintf(tname, sizeof(tname), "topic \"%s\"", ck->topics[first_template]);
-                        topic_verdict(ck, tname, first_template, ck->ntopics, exists, autocreate, why, "");
+                        topic_verdict(ck, tname, first_template, ck->ntopics, exists, autocreate,
+                                      why, "");
                 }
         } else {
                 snprintf(tname, sizeof(tname), "topics of \"%s\"", conf->topic_template);

@@ -541,5 +541,7 @@ void config_usage(FILE *out)
                 "  2  command-line usage error\n"
                 "  3  environment error: database, slot or table not usable as configured\n"
                 "  4  a row or stream line that cannot be published; permanent until an operator acts\n"
-                "check and slot: 0 done (check: safe to start), 2 usage, 3 not safe / slot problem\n");
+                "check: 0 safe to start, 2 usage error, 3 not safe (a FAIL line)\n"
+                "slot: 0 done, 1 database unreachable, 2 usage error or drop without --yes,\n"
+                "      3 the slot exists (create), is missing or active (drop), is missing (status)\n");
 }

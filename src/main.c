@@ -84,7 +84,8 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                                     "the slot existed and will not be published; publish them by "
                                     "other means if they are still pending",
                                     cr.existing_rows > 1000000 ? "over " : "",
-                                    cr.existing_rows > 1000000 ? 1000000LL : (long long)cr.existing_rows);
+                                    cr.existing_rows > 1000000 ? 1000000LL
+                                                               : (long long)cr.existing_rows);
                 return RELAY_EXIT_OK;
         case CMD_SLOT_DROP:
                 r = slotcmd_drop(conf, err, sizeof(err));

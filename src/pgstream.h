@@ -82,8 +82,8 @@ int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slo
  * @timeout_ms (0: no limit) the command is cancelled. @slot must be a valid
  * slot name ([a-z0-9_]); @plugin a plain name. Returns 0 and the slot's
  * consistent point LSN in *ret_lsn, -ETIMEDOUT, -EPROTO with the server's
- * message in @err and its SQLSTATE in @sqlstate (6 bytes, "" if none), -EIO
- * if the connection failed, -ENOMEM.
+ * message in @err and its SQLSTATE in @sqlstate (6 bytes, "" if none), or -EIO
+ * if the connection failed.
  */
 int pgstream_create_slot(struct pgstream *s, const char *slot, const char *plugin, bool temporary,
                          int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen, char sqlstate[6]);

@@ -142,7 +142,7 @@ struct preflight_slot {
         char plugin[64];
         char database[256];
         char slot_type[16];      /* "logical" or "physical" */
-        char wal_status[16];     /* PostgreSQL 13+: "reserved", "extended", "unreserved", "lost"; else "" */
+        char wal_status[16];     /* PostgreSQL 13+: "reserved", "extended", "unreserved", "lost" */
         int active_pid;          /* walsender holding the slot, 0 if none */
         uint64_t confirmed_flush_lsn; /* LSN; LSN_INVALID if NULL */
         uint64_t restart_lsn;    /* LSN; LSN_INVALID if NULL */

@@ -94,7 +94,12 @@ static void print_json(const struct slotcmd_status *st, FILE *out)
         char a[LSN_STRLEN], num[32];
         char *text;
 
-#define RAW(key, fmt, v) do { snprintf(num, sizeof(num), fmt, v); cJSON_AddRawToObject(o, key, num); } while (0)
+/* Integers as their decimal text: cJSON numbers are doubles. */
+#define RAW(key, fmt, v) \
+        do { \
+                snprintf(num, sizeof(num), fmt, v); \
+                cJSON_AddRawToObject(o, key, num); \
+        } while (0)
         cJSON_AddStringToObject(o, "slot", st->slot);
         cJSON_AddStringToObject(o, "plugin", st->plugin);
         cJSON_AddStringToObject(o, "slot_type", st->slot_type);
