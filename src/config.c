@@ -122,6 +122,10 @@ static const struct opt_def opt_defs[] = {
          "log lines as text, or as JSON objects {\"ts\",\"level\",\"msg\"}", OPT_RELOAD},
         {"log-file", 0, OPT_STRING, OFF(log_file), NULL, 0, 0, "PATH",
          "append the log to PATH instead of stderr", OPT_RELOAD},
+        {"yes", 0, OPT_FLAG, OFF(yes), NULL, 0, 0, NULL,
+         "slot drop: really drop the slot (command line only)", OPT_CMDLINE},
+        {"format", 0, OPT_STRING, OFF(format), NULL, 0, 0, "text|json",
+         "slot status: output format (default: text)", OPT_CMDLINE},
         {"verbose", 'v', OPT_DEBUG, OFF(verbose), NULL, 0, 0, NULL, "same as --log-level=debug",
          OPT_CMDLINE},
         {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit",
@@ -1279,7 +1283,13 @@ void config_usage(FILE *out)
                 "It streams committed inserts of the outbox table(s) from a logical replication\n"
                 "slot (wal2json) and confirms each transaction's LSN only after Kafka acknowledged\n"
                 "every message up to it: at-least-once, deduplicate on the ce_id header.\n\n"
-                "Usage:\n  outbox-relay [OPTION]...\n\nOptions:\n");
+                "Usage:\n  outbox-relay [OPTION]...                 run the relay\n"
+                "  outbox-relay check [OPTION]...           check the database and Kafka, "
+                "PASS/WARN/FAIL per item\n"
+                "  outbox-relay slot create [OPTION]...     create the slot (wal2json)\n"
+                "  outbox-relay slot drop --yes [OPTION]... drop the slot\n"
+                "  outbox-relay slot status [OPTION]...     the slot's positions and retained WAL\n"
+                "\nOptions:\n");
         for (size_t i = 0; i < N_OPTS; i++) {
                 const struct opt_def *o = &opt_defs[i];
                 char left[64];
@@ -1313,5 +1323,8 @@ void config_usage(FILE *out)
                 "  1  runtime failure (connection lost, delivery failed); restarting may succeed\n"
                 "  2  usage error: command line, configuration file or environment\n"
                 "  3  environment error: database, slot or table not usable as configured\n"
-                "  4  a row or stream line that cannot be published; permanent until an operator acts\n");
+                "  4  a row or stream line that cannot be published; permanent until an operator acts\n"
+                "check: 0 safe to start, 2 usage error, 3 not safe (a FAIL line)\n"
+                "slot: 0 done, 1 database unreachable, 2 usage error or drop without --yes,\n"
+                "      3 the slot exists (create), is missing or active (drop), is missing (status)\n");
 }

@@ -71,6 +71,8 @@ struct relay_config {
         const char *log_level;         /* --log-level: debug, info, warning or error */
         const char *log_format;        /* --log-format: text or json */
         const char *log_file;          /* --log-file; NULL: stderr */
+        bool yes;                      /* --yes: `slot drop` really drops */
+        const char *format;            /* --format: `slot status` output, "text" or "json"; NULL: text */
         int verbose;                   /* -v, repeatable; sets log_level to debug */
         bool show_help;
         bool show_version;

@@ -177,6 +177,92 @@ int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slo
         return 0;
 }
 
+static int64_t mono_ms(void);
+
+/* Cancel the running command and wait up to 5 s for its (error) result. */
+static void cancel_and_drain(PGconn *conn)
+{
+        PGcancel *cn = PQgetCancel(conn);
+        int64_t deadline = mono_ms() + 5000;
+        char buf[256];
+        PGresult *res;
+
+        if (cn) {
+                PQcancel(cn, buf, sizeof(buf));
+                PQfreeCancel(cn);
+        }
+        while (mono_ms() < deadline) {
+                struct pollfd pfd = {PQsocket(conn), POLLIN, 0};
+
+                if (!PQconsumeInput(conn))
+                        return;
+                while (!PQisBusy(conn)) {
+                        res = PQgetResult(conn);
+                        if (!res)
+                                return;
+                        PQclear(res);
+                }
+                if (poll(&pfd, 1, (int)(deadline - mono_ms())) < 0 && errno != EINTR)
+                        return;
+        }
+}
+
+int pgstream_create_slot(struct pgstream *s, const char *slot, const char *plugin, bool temporary,
+                         int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen, char sqlstate[6])
+{
+        int64_t deadline = mono_ms() + timeout_ms;
+        PGresult *res, *last = NULL;
+        char cmd[256];
+        int r = 0;
+
+        sqlstate[0] = '\0';
+        snprintf(cmd, sizeof(cmd), "CREATE_REPLICATION_SLOT \"%s\"%s LOGICAL %s", slot,
+                 temporary ? " TEMPORARY" : "", plugin);
+        if (!PQsendQuery(s->conn, cmd)) {
+                trim_copy(err, errlen, PQerrorMessage(s->conn));
+                return -EIO;
+        }
+        for (;;) {
+                struct pollfd pfd = {PQsocket(s->conn), POLLIN, 0};
+                int64_t left = deadline - mono_ms();
+
+                if (!PQconsumeInput(s->conn)) {
+                        trim_copy(err, errlen, PQerrorMessage(s->conn));
+                        PQclear(last);
+                        return -EIO;
+                }
+                if (!PQisBusy(s->conn)) {
+                        res = PQgetResult(s->conn);
+                        if (!res)
+                                break;
+                        PQclear(last);
+                        last = res;
+                        continue;
+                }
+                if (timeout_ms > 0 && left <= 0) {
+                        cancel_and_drain(s->conn);
+                        PQclear(last);
+                        snprintf(err, errlen, "no answer within %d ms", timeout_ms);
+                        return -ETIMEDOUT;
+                }
+                if (poll(&pfd, 1, timeout_ms > 0 ? (int)left : -1) < 0 && errno != EINTR) {
+                        snprintf(err, errlen, "poll: %s", strerror(errno));
+                        PQclear(last);
+                        return -EIO;
+                }
+        }
+        /* The answer: slot_name, consistent_point, snapshot_name, output_plugin. */
+        if (PQresultStatus(last) != PGRES_TUPLES_OK || PQntuples(last) != 1 || PQnfields(last) < 2) {
+                result_error(last, s->conn, err, errlen, sqlstate);
+                r = -EPROTO;
+        } else if (lsn_parse(PQgetvalue(last, 0, 1), strlen(PQgetvalue(last, 0, 1)), ret_lsn) < 0) {
+                snprintf(err, errlen, "CREATE_REPLICATION_SLOT returned a malformed consistent point");
+                r = -EPROTO;
+        }
+        PQclear(last);
+        return r;
+}
+
 int pgstream_socket(const struct pgstream *s)
 {
         return PQsocket(s->conn);

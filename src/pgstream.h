@@ -73,6 +73,21 @@ struct pgstream_slot {
 int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slot *ret_slot, char *err,
                        size_t errlen);
 
+/*
+ * pgstream_create_slot() - CREATE_REPLICATION_SLOT "@slot" [TEMPORARY]
+ * LOGICAL @plugin (PostgreSQL documentation "Streaming Replication
+ * Protocol"; the pre-15 syntax, which 15 still accepts). A temporary slot
+ * is dropped by the server when this connection closes. Creating a slot
+ * waits for the transactions running on the server to end; after
+ * @timeout_ms (0: no limit) the command is cancelled. @slot must be a valid
+ * slot name ([a-z0-9_]); @plugin a plain name. Returns 0 and the slot's
+ * consistent point LSN in *ret_lsn, -ETIMEDOUT, -EPROTO with the server's
+ * message in @err and its SQLSTATE in @sqlstate (6 bytes, "" if none), or -EIO
+ * if the connection failed.
+ */
+int pgstream_create_slot(struct pgstream *s, const char *slot, const char *plugin, bool temporary,
+                         int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen, char sqlstate[6]);
+
 /* pgstream_socket() - the socket to poll() for POLLIN (and POLLOUT when pgstream_want_write()). */
 int pgstream_socket(const struct pgstream *s);
 

@@ -314,10 +314,16 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
         return 0;
 }
 
-int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_ms, int64_t *ret_bytes,
-                             char *err, size_t errlen)
+/*
+ * One DescribeConfigs request for resource @type @resname; copies the value
+ * of @key into @buf. Returns 0, -ENOENT when the resource has no @key, -EIO
+ * with the reason in @err.
+ */
+static int describe_config(struct producer *p, rd_kafka_ResourceType_t type, const char *resname,
+                           const char *key, int timeout_ms, char *buf, size_t size, char *err,
+                           size_t errlen)
 {
-        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(type, resname);
         rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
         rd_kafka_queue_t *q = rd_kafka_queue_new(p->rk);
         rd_kafka_event_t *ev;
@@ -340,18 +346,16 @@ int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_
                 if (rd_kafka_ConfigResource_error(rs[0])) {
                         snprintf(err, errlen, "%s", rd_kafka_ConfigResource_error_string(rs[0]));
                 } else {
+                        r = -ENOENT;
                         entries = rd_kafka_ConfigResource_configs(rs[0], &n);
                         for (size_t i = 0; i < n; i++) {
                                 const char *v = rd_kafka_ConfigEntry_value(entries[i]);
 
-                                if (strcmp(rd_kafka_ConfigEntry_name(entries[i]), "max.message.bytes") == 0 &&
-                                    v) {
-                                        *ret_bytes = strtoll(v, NULL, 10);
+                                if (strcmp(rd_kafka_ConfigEntry_name(entries[i]), key) == 0 && v) {
+                                        snprintf(buf, size, "%s", v);
                                         r = 0;
                                 }
                         }
-                        if (r < 0)
-                                snprintf(err, errlen, "the topic's configuration has no max.message.bytes");
                 }
         }
         if (ev)
@@ -360,6 +364,54 @@ int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_
         rd_kafka_AdminOptions_destroy(opts);
         rd_kafka_ConfigResource_destroy(res);
         return r;
+}
+
+int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_ms, int64_t *ret_bytes,
+                             char *err, size_t errlen)
+{
+        char v[32];
+        int r = describe_config(p, RD_KAFKA_RESOURCE_TOPIC, topic, "max.message.bytes", timeout_ms, v,
+                                sizeof(v), err, errlen);
+
+        if (r == -ENOENT) {
+                snprintf(err, errlen, "the topic's configuration has no max.message.bytes");
+                return -EIO;
+        }
+        if (r == 0)
+                *ret_bytes = strtoll(v, NULL, 10);
+        return r;
+}
+
+int producer_topics_exist(struct producer *p, const char *const *topics, size_t n, int timeout_ms,
+                          bool *ret_exists, int32_t *ret_broker_id, char *err, size_t errlen)
+{
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 1, NULL, &md, timeout_ms);
+
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                snprintf(err, errlen, "%s", rd_kafka_err2str(e));
+                return -EHOSTUNREACH;
+        }
+        for (size_t i = 0; i < n; i++) {
+                ret_exists[i] = false;
+                for (int t = 0; t < md->topic_cnt; t++)
+                        if (strcmp(md->topics[t].topic, topics[i]) == 0 &&
+                            md->topics[t].err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                                ret_exists[i] = true;
+        }
+        *ret_broker_id = md->broker_cnt > 0 ? md->brokers[0].id : md->orig_broker_id;
+        rd_kafka_metadata_destroy(md);
+        return 0;
+}
+
+int producer_broker_config(struct producer *p, int32_t broker_id, const char *name, int timeout_ms,
+                           char *ret_value, size_t size, char *err, size_t errlen)
+{
+        char id[16];
+
+        snprintf(id, sizeof(id), "%d", (int)broker_id);
+        return describe_config(p, RD_KAFKA_RESOURCE_BROKER, id, name, timeout_ms, ret_value, size, err,
+                               errlen);
 }
 
 int producer_fatal_error(struct producer *p, char *buf, size_t size)

@@ -11,6 +11,7 @@
 #ifndef RELAY_PRODUCER_H
 #define RELAY_PRODUCER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -126,6 +127,26 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
  */
 int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_ms, int64_t *ret_bytes,
                              char *err, size_t errlen);
+
+/*
+ * producer_topics_exist() - which of the @n @topics the cluster has, from
+ * one metadata request for all topics (naming a topic in a metadata request
+ * can make the broker auto-create it), waiting up to @timeout_ms. Sets
+ * @ret_exists[i] for each and *ret_broker_id to the ID of a broker that
+ * answered. Returns 0, or -EHOSTUNREACH with librdkafka's reason in @err.
+ */
+int producer_topics_exist(struct producer *p, const char *const *topics, size_t n, int timeout_ms,
+                          bool *ret_exists, int32_t *ret_broker_id, char *err, size_t errlen);
+
+/*
+ * producer_broker_config() - the value of broker setting @name (e.g.
+ * "auto.create.topics.enable") of broker @broker_id, asked with
+ * DescribeConfigs and waiting up to @timeout_ms. Returns 0 and the value in
+ * @ret_value (@size bytes, truncated), -ENOENT if the broker has no such
+ * setting, or -EIO with the reason in @err (no answer, not authorized).
+ */
+int producer_broker_config(struct producer *p, int32_t broker_id, const char *name, int timeout_ms,
+                           char *ret_value, size_t size, char *err, size_t errlen);
 
 /*
  * producer_fatal_error() - after a fatal error event: the underlying error

@@ -409,3 +409,26 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                 snprintf(err, errlen, "%s", terr);
         return trc;
 }
+
+int record_render_topic(struct record_spec *spec, const char *const *values, const char **ret_topic,
+                        char *err, size_t errlen)
+{
+        size_t nt = spec->nnames - COL_FIXED, len;
+        struct w2j_value *v = calloc(nt ? nt : 1, sizeof(*v));
+        int r;
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < nt; i++) {
+                v[i] = (struct w2j_value){values[i], values[i] ? strlen(values[i]) : 0, !values[i],
+                                          false};
+                spec->found[COL_FIXED + i] = &v[i];
+        }
+        r = render_topic(spec, spec->found, &len, err, errlen);
+        if (len != SIZE_MAX)
+                *ret_topic = spec->topic;
+        for (size_t i = 0; i < nt; i++)
+                spec->found[COL_FIXED + i] = NULL;
+        free(v);
+        return r;
+}

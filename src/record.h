@@ -73,6 +73,16 @@ void record_spec_template_columns(const struct record_spec *spec, const char *co
                                   size_t *ret_n);
 
 /*
+ * record_render_topic() - the topic the template gives for @values, one
+ * text per template column in record_spec_template_columns() order (NULL for
+ * SQL NULL). *ret_topic is borrowed from @spec until its next use. Returns
+ * 0, -EINVAL for a NULL column, -EDOM for a name Kafka refuses (reason in
+ * @err; *ret_topic is still set when it could be rendered), -ENOMEM.
+ */
+int record_render_topic(struct record_spec *spec, const char *const *values, const char **ret_topic,
+                        char *err, size_t errlen);
+
+/*
  * record_extract() - find the parts of @rec's Kafka record. Pointers in
  * @ret_row borrow from @rec and @spec (the topic), valid until the next call
  * or the next w2j_decode(). On failure @ret_row still holds the columns found

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `outbox-relay slot create | drop | status`. See slotcmd.h. Knows libpq and
+ * pg_replication_slots, not Kafka.
+ */
+#include "slotcmd.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lsn.h"
+#include "preflight.h"
+
+static void set_err(char *err, size_t errlen, const char *prefix, const char *msg)
+{
+        size_t n;
+
+        snprintf(err, errlen, "%s%s", prefix, msg);
+        n = strlen(err);
+        while (n > 0 && err[n - 1] == '\n')
+                err[--n] = '\0';
+}
+
+static uint64_t get_lsn(const PGresult *r, int col)
+{
+        uint64_t lsn = LSN_INVALID;
+
+        if (!PQgetisnull(r, 0, col))
+                lsn_parse(PQgetvalue(r, 0, col), strlen(PQgetvalue(r, 0, col)), &lsn);
+        return lsn;
+}
+
+int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_st, char *err,
+                   size_t errlen)
+{
+        const char *params[1] = {conf->slot};
+        struct slotcmd_status st = {0};
+        PGconn *c;
+        PGresult *r;
+        int rc;
+
+        rc = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &c, err, errlen);
+        if (rc < 0)
+                return rc;
+        st.has_wal_status = PQserverVersion(c) >= 130000;
+        /* One query, so that the current WAL LSN and the slot's are read together. */
+        r = PQexecParams(c, st.has_wal_status ?
+                "SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn, "
+                "restart_lsn, CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                "ELSE pg_current_wal_lsn() END, wal_status, safe_wal_size "
+                "FROM pg_replication_slots WHERE slot_name = $1" :
+                "SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn, "
+                "restart_lsn, CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                "ELSE pg_current_wal_lsn() END, NULL, NULL "
+                "FROM pg_replication_slots WHERE slot_name = $1", 1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+                set_err(err, errlen, "cannot read pg_replication_slots: ", PQresultErrorMessage(r));
+                rc = -EIO;
+        } else if (PQntuples(r) == 0) {
+                snprintf(err, errlen, "replication slot \"%s\" does not exist in this cluster; create "
+                         "it with `outbox-relay slot create`", conf->slot);
+                rc = -ENOENT;
+        } else {
+                snprintf(st.slot, sizeof(st.slot), "%s", conf->slot);
+                snprintf(st.plugin, sizeof(st.plugin), "%s", PQgetvalue(r, 0, 0));
+                snprintf(st.slot_type, sizeof(st.slot_type), "%s", PQgetvalue(r, 0, 1));
+                snprintf(st.database, sizeof(st.database), "%s", PQgetvalue(r, 0, 2));
+                st.active = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
+                st.active_pid = PQgetisnull(r, 0, 4) ? 0 : atoi(PQgetvalue(r, 0, 4));
+                st.confirmed_flush_lsn = get_lsn(r, 5);
+                st.restart_lsn = get_lsn(r, 6);
+                st.current_wal_lsn = get_lsn(r, 7);
+                st.retained_bytes = st.restart_lsn == LSN_INVALID ? -1 :
+                                    (int64_t)(st.current_wal_lsn - st.restart_lsn);
+                st.lag_bytes = st.confirmed_flush_lsn == LSN_INVALID ? -1 :
+                               (int64_t)(st.current_wal_lsn - st.confirmed_flush_lsn);
+                snprintf(st.wal_status, sizeof(st.wal_status), "%s", PQgetvalue(r, 0, 8));
+                st.safe_wal_size_null = PQgetisnull(r, 0, 9);
+                st.safe_wal_size = strtoll(PQgetvalue(r, 0, 9), NULL, 10);
+                *ret_st = st;
+        }
+        PQclear(r);
+        PQfinish(c);
+        return rc;
+}
+
+static void print_json(const struct slotcmd_status *st, FILE *out)
+{
+        cJSON *o = cJSON_CreateObject();
+        char a[LSN_STRLEN], num[32];
+        char *text;
+
+/* Integers as their decimal text: cJSON numbers are doubles. */
+#define RAW(key, fmt, v) \
+        do { \
+                snprintf(num, sizeof(num), fmt, v); \
+                cJSON_AddRawToObject(o, key, num); \
+        } while (0)
+        cJSON_AddStringToObject(o, "slot", st->slot);
+        cJSON_AddStringToObject(o, "plugin", st->plugin);
+        cJSON_AddStringToObject(o, "slot_type", st->slot_type);
+        cJSON_AddStringToObject(o, "database", st->database);
+        cJSON_AddBoolToObject(o, "active", st->active);
+        if (st->active_pid)
+                RAW("active_pid", "%d", st->active_pid);
+        else
+                cJSON_AddNullToObject(o, "active_pid");
+        cJSON_AddStringToObject(o, "confirmed_flush_lsn", lsn_format(st->confirmed_flush_lsn, a));
+        cJSON_AddStringToObject(o, "restart_lsn", lsn_format(st->restart_lsn, a));
+        cJSON_AddStringToObject(o, "current_wal_lsn", lsn_format(st->current_wal_lsn, a));
+        RAW("retained_bytes", "%" PRId64, st->retained_bytes);
+        RAW("lag_bytes", "%" PRId64, st->lag_bytes);
+        if (st->has_wal_status) {
+                cJSON_AddStringToObject(o, "wal_status", st->wal_status);
+                if (st->safe_wal_size_null)
+                        cJSON_AddNullToObject(o, "safe_wal_size");
+                else
+                        RAW("safe_wal_size", "%" PRId64, st->safe_wal_size);
+        }
+#undef RAW
+        text = cJSON_PrintUnformatted(o);
+        fprintf(out, "%s\n", text ? text : "{}");
+        cJSON_free(text);
+        cJSON_Delete(o);
+}
+
+void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out)
+{
+        char a[LSN_STRLEN];
+
+        if (json) {
+                print_json(st, out);
+                return;
+        }
+        fprintf(out, "slot:                %s\n", st->slot);
+        fprintf(out, "plugin:              %s\n", st->plugin);
+        fprintf(out, "slot_type:           %s\n", st->slot_type);
+        fprintf(out, "database:            %s\n", st->database);
+        fprintf(out, "active:              %s\n", st->active ? "yes" : "no");
+        if (st->active_pid)
+                fprintf(out, "active_pid:          %d\n", st->active_pid);
+        else
+                fprintf(out, "active_pid:          -\n");
+        fprintf(out, "confirmed_flush_lsn: %s\n", lsn_format(st->confirmed_flush_lsn, a));
+        fprintf(out, "restart_lsn:         %s\n", lsn_format(st->restart_lsn, a));
+        fprintf(out, "current_wal_lsn:     %s\n", lsn_format(st->current_wal_lsn, a));
+        fprintf(out, "retained_bytes:      %" PRId64 " (WAL kept for the slot, from restart_lsn)\n",
+                st->retained_bytes);
+        fprintf(out, "lag_bytes:           %" PRId64 " (WAL written since confirmed_flush_lsn)\n",
+                st->lag_bytes);
+        if (st->has_wal_status) {
+                fprintf(out, "wal_status:          %s\n", st->wal_status);
+                if (!st->safe_wal_size_null)
+                        fprintf(out, "safe_wal_size:       %" PRId64 "\n", st->safe_wal_size);
+                else
+                        fprintf(out, "safe_wal_size:       %s\n",
+                                strcmp(st->wal_status, "lost") == 0 ? "-" : "unlimited");
+        }
+}
+
+int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
+                   size_t errlen)
+{
+        struct slotcmd_created cr = {0};
+        struct preflight_slot s;
+        char a[LSN_STRLEN];
+        PGconn *c;
+        PGresult *r;
+        int rc;
+
+        rc = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &c, err, errlen);
+        if (rc < 0)
+                return rc;
+        rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
+        if (rc == 0 && s.exists) {
+                snprintf(err, errlen, "replication slot \"%s\" already exists (plugin %s, database "
+                         "\"%s\", confirmed_flush_lsn %s): nothing done", conf->slot, s.plugin,
+                         s.database, lsn_format(s.confirmed_flush_lsn, a));
+                rc = -EEXIST;
+                goto out;
+        }
+        if (rc < 0)
+                goto out;
+        /* A slot's creation waits for running transactions: no statement timeout for it. */
+        r = PQexec(c, "SET statement_timeout = 0");
+        PQclear(r);
+        rc = preflight_create_slot(c, conf->slot, &cr.consistent_lsn, err, errlen);
+        if (rc < 0)
+                goto out;
+        snprintf(cr.database, sizeof(cr.database), "%s", PQdb(c));
+        for (size_t i = 0; i < conf->ntables; i++) {
+                int64_t n;
+                char ignored[256];
+
+                if (preflight_existing_rows(c, &conf->tables[i], &n, ignored, sizeof(ignored)) == 0)
+                        cr.existing_rows += n;
+        }
+        *ret_created = cr;
+out:
+        PQfinish(c);
+        return rc;
+}
+
+int slotcmd_drop(const struct relay_config *conf, char *err, size_t errlen)
+{
+        const char *params[1] = {conf->slot};
+        struct preflight_slot s;
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+        const char *state;
+        PGconn *c;
+        PGresult *r;
+        int rc;
+
+        rc = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &c, err, errlen);
+        if (rc < 0)
+                return rc;
+        rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
+        if (rc < 0) {
+                rc = -EIO;
+                goto out;
+        }
+        if (!s.exists) {
+                snprintf(err, errlen, "replication slot \"%s\" does not exist: nothing to drop",
+                         conf->slot);
+                rc = -ENOENT;
+                goto out;
+        }
+        if (!conf->yes) {
+                snprintf(err, errlen, "would drop replication slot \"%s\" (plugin %s, database \"%s\", "
+                         "confirmed_flush_lsn %s, restart_lsn %s%s): a new slot starts at the "
+                         "current WAL and skips every row committed in between; repeat with --yes to "
+                         "drop it", conf->slot, s.plugin, s.database,
+                         lsn_format(s.confirmed_flush_lsn, a), lsn_format(s.restart_lsn, b),
+                         s.active_pid ? ", active" : "");
+                rc = -EPERM;
+                goto out;
+        }
+        if (s.active_pid) {
+                snprintf(err, errlen, "replication slot \"%s\" is active, used by PID %d: stop that "
+                         "relay (or walsender) first; nothing dropped", conf->slot, s.active_pid);
+                rc = -EBUSY;
+                goto out;
+        }
+        r = PQexecParams(c, "SELECT pg_drop_replication_slot($1)", 1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+                state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                set_err(err, errlen, "cannot drop replication slot: ", PQresultErrorMessage(r));
+                rc = state && strcmp(state, "55006") == 0 ? -EBUSY :
+                     state && strcmp(state, "42704") == 0 ? -ENOENT : -EIO;
+        }
+        PQclear(r);
+out:
+        PQfinish(c);
+        return rc;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `outbox-relay slot create | drop | status`: the operator's handling of the
+ * relay's logical replication slot over an ordinary connection (SQL
+ * functions pg_create_logical_replication_slot, pg_drop_replication_slot
+ * and the view pg_replication_slots; PostgreSQL documentation "System
+ * Views" and "Replication Management Functions"). Reuses preflight's slot
+ * and table items. Writes only in slotcmd_print_status().
+ */
+#ifndef RELAY_SLOTCMD_H
+#define RELAY_SLOTCMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+
+/* A slot's row of pg_replication_slots, with the WAL it holds. */
+struct slotcmd_status {
+        char slot[64];
+        char plugin[64];
+        char slot_type[16];
+        char database[256];
+        bool active;
+        int active_pid;                 /* 0 when not active */
+        uint64_t confirmed_flush_lsn;   /* LSN; LSN_INVALID if NULL (physical slot) */
+        uint64_t restart_lsn;           /* LSN; LSN_INVALID if NULL */
+        uint64_t current_wal_lsn;       /* pg_current_wal_lsn() (replay LSN on a standby), same query */
+        int64_t retained_bytes;         /* current_wal_lsn - restart_lsn, bytes; -1 if no restart_lsn */
+        int64_t lag_bytes;              /* current_wal_lsn - confirmed_flush_lsn, bytes; -1 if none */
+        bool has_wal_status;            /* PostgreSQL 13+: wal_status and safe_wal_size exist */
+        char wal_status[16];            /* "reserved", "extended", "unreserved", "lost" */
+        bool safe_wal_size_null;        /* NULL: max_slot_wal_keep_size is -1 (or the slot is lost) */
+        int64_t safe_wal_size;          /* bytes that can still be written before the slot is lost */
+};
+
+/*
+ * slotcmd_status() - read the slot of @conf (connect_timeout and
+ * statement_timeout PREFLIGHT_PROBE_TIMEOUT_MS). Returns 0 and @ret_st,
+ * -ECONNREFUSED (cannot connect), -ENOENT (no such slot), -EIO (query
+ * failed); the message in @err.
+ */
+int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_st, char *err,
+                   size_t errlen);
+
+/*
+ * slotcmd_print_status() - @st to @out as "name: value" lines, or with
+ * @json as one JSON object (LSNs as pg_lsn text, sizes as integers in bytes,
+ * safe_wal_size null when unlimited; fields PostgreSQL before 13 lacks are
+ * left out).
+ */
+void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out);
+
+/* What slotcmd_create() did. */
+struct slotcmd_created {
+        uint64_t consistent_lsn;   /* the slot's consistent point: decoding starts at commits after it */
+        char database[256];
+        int64_t existing_rows;     /* rows already in the outbox tables (counted up to 1000001 each) */
+};
+
+/*
+ * slotcmd_create() - create the slot of @conf with plugin wal2json. Waits
+ * without a statement timeout for the transactions running on the server to
+ * end. Returns 0 and @ret_created, -ECONNREFUSED, -EEXIST (the slot exists:
+ * nothing done), -EINVAL (the server refused); the message in @err.
+ */
+int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
+                   size_t errlen);
+
+/*
+ * slotcmd_drop() - drop the slot of @conf if @conf->yes. Returns 0,
+ * -ECONNREFUSED, -ENOENT (no such slot), -EPERM (no --yes: nothing done; @err
+ * says what would be dropped), -EBUSY (the slot is active: @err names the
+ * PID), -EIO (the server refused); the message in @err.
+ */
+int slotcmd_drop(const struct relay_config *conf, char *err, size_t errlen);
+
+#endif
