@@ -152,6 +152,16 @@ class Case:
 
 
 @pytest.fixture
+def own_broker(env, case):
+    """A broker of this test's own, for tests that stop, kill or freeze it
+    without disturbing the shared one."""
+    b = harness.KafkaBroker(env.base_dir, name=case.name + "-kafka")
+    b.start()
+    yield b
+    b.kill()
+
+
+@pytest.fixture
 def case(request, env, pg, kafka):
     c = Case(env, pg, kafka, request.node.name)
     c.setup_db()

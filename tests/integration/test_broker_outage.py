@@ -10,18 +10,15 @@ Each test runs its own broker so that stopping it cannot disturb other tests.
 import time
 
 import pytest
-from harness import EXIT_OK, KafkaBroker, TopicReader, format_lsn, parse_lsn
+from harness import EXIT_OK, TopicReader, format_lsn, parse_lsn
 from helpers import by_id, has_ids, insert_rows, simple_rows, wait_confirmed
 
 OBSERVE_S = 6           # six status intervals with -s 1
 
 
 @pytest.fixture
-def broker(env, case):
-    b = KafkaBroker(env.base_dir, name=case.name + "-kafka")
-    b.start()
-    yield b
-    b.kill()
+def broker(own_broker):
+    return own_broker
 
 
 @pytest.mark.parametrize("outage", ["stop", "kill", "freeze"])

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from harness import EXIT_OK, KafkaBroker, procs
+from harness import EXIT_OK, procs
 from helpers import has_ids, insert_rows, simple_rows, wait_confirmed
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -106,11 +106,8 @@ def test_metrics_move_with_rows(case):
 
 
 @pytest.fixture
-def broker(env, case):
-    b = KafkaBroker(env.base_dir, name=case.name + "-kafka")
-    b.start()
-    yield b
-    b.kill()
+def broker(own_broker):
+    return own_broker
 
 
 def test_readyz_follows_broker_and_progress(case, broker):
