@@ -254,6 +254,11 @@ static void check_wal2json(struct check *ck)
                 if (preflight_check_plugin_libraries(&ck->set, hint, sizeof(hint)) == 0)
                         snprintf(hint, sizeof(hint), "%s", strstr(err, "could not access file") ?
                                  "fix: install wal2json on the server (Debian: postgresql-NN-wal2json)" :
+                                 strstr(err, "output_plugin_libraries") ?
+                                 "fix: as a superuser, add wal2json to output_plugin_libraries, one "
+                                 "quoted name each and keeping what SHOW output_plugin_libraries "
+                                 "lists, e.g. ALTER SYSTEM SET output_plugin_libraries = 'pgoutput', "
+                                 "'wal2json'; SELECT pg_reload_conf();" :
                                  "fix: see the server's message");
                 add(ck, CHECK_FAIL, "wal2json",
                     "cannot create a temporary slot with wal2json: %s%s%s%s; %s",

@@ -148,14 +148,38 @@ int preflight_check_encoding(const struct preflight_settings *set, char *err, si
 
 int preflight_check_plugin_libraries(const struct preflight_settings *set, char *err, size_t errlen)
 {
-        const char *opl = set->output_plugin_libraries;
+        const char *opl = set->output_plugin_libraries, *p = opl;
+        char list[sizeof(set->output_plugin_libraries) * 2 + 32];
+        size_t o = 0;
 
         if (!set->has_output_plugin_libraries || strstr(opl, "wal2json"))
                 return 0;
+        /*
+         * A list setting: ALTER SYSTEM needs one quoted literal per name
+         * ('pgoutput', 'wal2json'); one literal holding a comma would become a
+         * single name "pgoutput, wal2json" and refuse both.
+         */
+        list[0] = '\0';
+        while (*p) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+
+                while (len > 0 && (*p == ' ' || *p == '"')) {
+                        p++;
+                        len--;
+                }
+                while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '"'))
+                        len--;
+                if (len > 0 && memchr(p, '\'', len) == NULL && o + len + 5 < sizeof(list) - 16)
+                        o += (size_t)snprintf(list + o, sizeof(list) - o, "'%.*s', ", (int)len, p);
+                if (!end)
+                        break;
+                p = end + 1;
+        }
+        snprintf(list + o, sizeof(list) - o, "'wal2json'");
         seterr(err, errlen, "this server refuses wal2json as an output plugin: "
-               "output_plugin_libraries is '%s'; add it (ALTER SYSTEM SET "
-               "output_plugin_libraries = '%s%swal2json'; SELECT pg_reload_conf();)",
-               opl, opl, *opl ? ", " : "");
+               "output_plugin_libraries is '%s'; add it, one quoted name each: ALTER SYSTEM SET "
+               "output_plugin_libraries = %s; SELECT pg_reload_conf();", opl, list);
         return -EINVAL;
 }
 

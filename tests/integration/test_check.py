@@ -187,9 +187,18 @@ def test_check_wal2json_refused(case):
         args[1] = other.pg.dsn
         rc, out, items = run_check(args)
         text = assert_fail(rc, out, items, "wal2json", "output_plugin_libraries",
-                           "ALTER SYSTEM SET output_plugin_libraries = 'pgoutput, wal2json'")
+                           "ALTER SYSTEM SET output_plugin_libraries = 'pgoutput', 'wal2json'")
         assert "temporary slot" in text, text
         assert check_slots_left(other.pg) == [], out
+        # the fix works as printed: ALTER SYSTEM needs one quoted name per
+        # entry ('pgoutput, wal2json' as one literal would refuse both)
+        fix = re.search(r"(ALTER SYSTEM SET output_plugin_libraries = [^;]*);", text).group(1)
+        other.pg.query(fix)
+        other.pg.query("SELECT pg_reload_conf()")
+        def passes():
+            rc2, out2, items2 = run_check(args)
+            return (rc2, out2, items2) if items2["wal2json"][0] == "PASS" else None
+        harness.wait_until(passes, 30, interval=0.5, what="check to pass after the printed fix")
 
 
 def test_check_slot_of_another_plugin(case):
