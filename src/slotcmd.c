@@ -110,9 +110,16 @@ static void print_json(const struct slotcmd_status *st, FILE *out)
         else
                 cJSON_AddNullToObject(o, "active_pid");
         cJSON_AddStringToObject(o, "confirmed_flush_lsn", lsn_format(st->confirmed_flush_lsn, a));
-        cJSON_AddStringToObject(o, "restart_lsn", lsn_format(st->restart_lsn, a));
+        /* An invalidated slot has no restart_lsn: null, not 0/0 and -1. */
+        if (st->restart_lsn == LSN_INVALID)
+                cJSON_AddNullToObject(o, "restart_lsn");
+        else
+                cJSON_AddStringToObject(o, "restart_lsn", lsn_format(st->restart_lsn, a));
         cJSON_AddStringToObject(o, "current_wal_lsn", lsn_format(st->current_wal_lsn, a));
-        RAW("retained_bytes", "%" PRId64, st->retained_bytes);
+        if (st->retained_bytes < 0)
+                cJSON_AddNullToObject(o, "retained_bytes");
+        else
+                RAW("retained_bytes", "%" PRId64, st->retained_bytes);
         RAW("lag_bytes", "%" PRId64, st->lag_bytes);
         if (st->has_wal_status) {
                 cJSON_AddStringToObject(o, "wal_status", st->wal_status);
@@ -146,10 +153,14 @@ void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out)
         else
                 fprintf(out, "active_pid:          -\n");
         fprintf(out, "confirmed_flush_lsn: %s\n", lsn_format(st->confirmed_flush_lsn, a));
-        fprintf(out, "restart_lsn:         %s\n", lsn_format(st->restart_lsn, a));
+        fprintf(out, "restart_lsn:         %s\n", st->restart_lsn == LSN_INVALID ? "- (none: the slot "
+                "retains no WAL)" : lsn_format(st->restart_lsn, a));
         fprintf(out, "current_wal_lsn:     %s\n", lsn_format(st->current_wal_lsn, a));
-        fprintf(out, "retained_bytes:      %" PRId64 " (WAL kept for the slot, from restart_lsn)\n",
-                st->retained_bytes);
+        if (st->retained_bytes < 0)
+                fprintf(out, "retained_bytes:      -\n");
+        else
+                fprintf(out, "retained_bytes:      %" PRId64 " (WAL kept for the slot, from "
+                        "restart_lsn)\n", st->retained_bytes);
         fprintf(out, "lag_bytes:           %" PRId64 " (WAL written since confirmed_flush_lsn)\n",
                 st->lag_bytes);
         if (st->has_wal_status) {
@@ -178,8 +189,13 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
         rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
         if (rc == 0 && s.exists) {
                 snprintf(err, errlen, "replication slot \"%s\" already exists (plugin %s, database "
-                         "\"%s\", confirmed_flush_lsn %s): nothing done", conf->slot, s.plugin,
-                         s.database, lsn_format(s.confirmed_flush_lsn, a));
+                         "\"%s\", confirmed_flush_lsn %s%s): nothing done%s", conf->slot, s.plugin,
+                         s.database, lsn_format(s.confirmed_flush_lsn, a),
+                         strcmp(s.wal_status, "lost") == 0 ? ", wal_status lost" : "",
+                         strcmp(s.wal_status, "lost") == 0 ?
+                         "; it was invalidated: note its confirmed_flush_lsn, drop it with "
+                         "`outbox-relay slot drop --yes` and create it again (README, \"A lost "
+                         "slot\")" : "");
                 rc = -EEXIST;
                 goto out;
         }

@@ -119,3 +119,41 @@ def test_status_figures_match_pg_replication_slots(case):
     assert fields["restart_lsn"] == st["restart_lsn"], out
     assert int(fields["retained_bytes"]) >= st["retained_bytes"], out
     assert fields["wal_status"] == wal_status and fields["safe_wal_size"] == "unlimited", out
+
+
+def test_status_of_an_invalidated_slot(case):
+    """A slot invalidated by max_slot_wal_keep_size has no restart_lsn: status
+    shows "-" (text) and null (JSON), not 0/0 and -1 bytes, and wal_status lost;
+    the runbook's first step, slot create, refuses while it exists."""
+    import harness
+    with harness.Environment(kafka=False, pg_settings={"max_slot_wal_keep_size": "'1MB'"}) as other:
+        other.pg.psql(file=harness.SCHEMA_SQL)
+        dsn = other.pg.dsn
+        args = ["-d", dsn, "-S", "lost_one"]
+        rc, out = run_relay(["slot", "create"] + args, timeout=60)
+        assert rc == EXIT_OK, out
+
+        def lost():
+            # write and switch WAL segments past the 1 MB the slot may keep, then checkpoint
+            other.pg.query("CREATE TABLE IF NOT EXISTS filler (b text)")
+            other.pg.query("INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 3000)")
+            other.pg.query("SELECT pg_switch_wal()")
+            other.pg.query("CHECKPOINT")
+            return other.pg.scalar("SELECT wal_status FROM pg_replication_slots "
+                                   "WHERE slot_name = 'lost_one'") == "lost"
+        harness.wait_until(lost, 60, interval=0.2, what="the slot to be invalidated")
+
+        rc, out = run_relay(["slot", "status", "--format=json"] + args, timeout=60)
+        assert rc == EXIT_OK, out
+        st = json.loads(out)
+        assert st["wal_status"] == "lost", st
+        assert st["restart_lsn"] is None and st["retained_bytes"] is None, st
+        rc, out = run_relay(["slot", "status"] + args, timeout=60)
+        assert rc == EXIT_OK, out
+        assert re.search(r"^restart_lsn:\s+- ", out, re.M), out
+        assert re.search(r"^retained_bytes:\s+-$", out, re.M), out
+        rc, out = run_relay(["slot", "create"] + args, timeout=60)
+        assert rc == EXIT_ENV and "already exists" in out, out
+        assert "invalidated" in out and "slot drop --yes" in out, out
+        rc, out = run_relay(["slot", "drop", "--yes"] + args, timeout=60)
+        assert rc == EXIT_OK, out
