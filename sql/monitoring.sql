@@ -1,8 +1,11 @@
 -- SPDX-License-Identifier: Apache-2.0
 --
--- Queries to alert on, run on the primary in the outbox's database (any
--- role can read these views; the last query also needs SELECT on the
--- outbox). Each query is one statement after a "-- query: NAME" line, so a
+-- Queries to alert on, run on the primary in the outbox's database as a
+-- role with pg_monitor (GRANT pg_monitor TO monitoring_role): any role can
+-- read pg_replication_slots, but pg_stat_replication shows the walsender's
+-- state and reply times only to pg_read_all_stats (part of pg_monitor) or a
+-- superuser, so without it the relay_connection alerts can never fire. The
+-- last query also needs SELECT on the outbox. Each query is one statement after a "-- query: NAME" line, so a
 -- monitoring agent can take them one by one; psql -f runs them all. They
 -- cover every logical slot whose plugin is wal2json; add
 -- "AND slot_name = 'outbox_relay'" to watch one. The relay's own view of the

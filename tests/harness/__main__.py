@@ -91,8 +91,10 @@ def cmd_up(args):
             while env.pg.running and env.kafka.running:
                 time.sleep(1)  # poll until Ctrl-C or a server exits
         except KeyboardInterrupt:
-            pass
-    return 0
+            return 0
+        say("%s exited by itself: stopping the rest and removing the temp dir (--keep keeps it)"
+            % ("PostgreSQL" if not env.pg.running else "Kafka"))
+    return 1
 
 
 def main(argv=None):
