@@ -1385,8 +1385,9 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 if (*stop)
                         break;
         }
-        log_info("stopped: %" PRIu64 " messages handed to Kafka (resends included), %" PRIu64 " acknowledged, %" PRIu64
-                 " dead-lettered, %" PRIu64 " transactions skipped by request; acknowledged up to LSN "
+        log_info("stopped: %" PRIu64 " messages handed to Kafka (resends included), %" PRIu64
+                 " acknowledged, %" PRIu64 " dead-lettered, %" PRIu64 " transactions skipped by "
+                 "request; acknowledged up to LSN "
                  "%s, last confirmed to the server %s", r.c.published, r.c.acked, r.c.dead_lettered,
                  r.c.skipped_transactions, lsn_format(ledger_flush_lsn(r.ledger), a),
                  lsn_format(r.sent_flush_lsn, (char[LSN_STRLEN]){0}));
