@@ -272,6 +272,7 @@ static int extract_headers(struct record_spec *spec, const struct w2j_value *v, 
                            const char *type, char *err, size_t errlen)
 {
         const cJSON *j, *it;
+        const char *end = NULL;
         int n = 0;
 
         cJSON_Delete(spec->headers_json);
@@ -283,9 +284,13 @@ static int extract_headers(struct record_spec *spec, const struct w2j_value *v, 
                          "header cannot carry" HEADERS_FIX, col);
                 return -EBADMSG;
         }
-        spec->headers_json = cJSON_ParseWithLengthOpts(v->ptr, v->len, NULL, false);
+        spec->headers_json = cJSON_ParseWithLengthOpts(v->ptr, v->len, &end, false);
         j = spec->headers_json;
-        if (!j) {
+        /* cJSON stops after the first value: anything but white space after it is not JSON. */
+        while (j && end && end < v->ptr + v->len &&
+               (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+                end++;
+        if (!j || end != v->ptr + v->len) {
                 snprintf(err, errlen, "the headers column \"%s\" of type %s does not hold valid "
                          "JSON" HEADERS_FIX, col, type);
                 return -EBADMSG;

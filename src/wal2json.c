@@ -122,12 +122,21 @@ static void arena_reset(struct w2j_decoder *d)
         d->chunks = chunk_new(total > ARENA_KEEP ? ARENA_CHUNK : total, NULL);
 }
 
-struct w2j_decoder *w2j_decoder_new(void)
+/*
+ * The hooks are process-wide, and hook_free() reads the tag in front of every
+ * block: a block cJSON allocated before they were installed has none. So they
+ * go in before main() runs, in every program that links this module, and no
+ * cJSON block ever predates them.
+ */
+__attribute__((constructor)) static void install_hooks(void)
 {
         static cJSON_Hooks hooks = {hook_malloc, hook_free};
 
-        /* Idempotent and process-wide; blocks allocated before keep working (tags). */
         cJSON_InitHooks(&hooks);
+}
+
+struct w2j_decoder *w2j_decoder_new(void)
+{
         return calloc(1, sizeof(struct w2j_decoder));
 }
 
