@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -438,6 +439,15 @@ int metrics_fd(const struct metrics *m)
                 MHD_get_daemon_info((struct MHD_Daemon *)m->daemon, MHD_DAEMON_INFO_EPOLL_FD);
 
         return info ? info->epoll_fd : -1;
+}
+
+int metrics_timeout_ms(const struct metrics *m)
+{
+        MHD_UNSIGNED_LONG_LONG t;
+
+        if (MHD_get_timeout(m->daemon, &t) != MHD_YES)
+                return -1;
+        return t > INT_MAX ? INT_MAX : (int)t;
 }
 
 void metrics_serve(struct metrics *m)

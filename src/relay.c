@@ -960,6 +960,18 @@ static void check_reload(struct relay *r, short revents)
         }
 }
 
+/*
+ * @timeout_ms, shortened to when the HTTP server must run even without a
+ * request (idle connections it closes on their timeout): otherwise sixteen
+ * silent connections would hold every slot of its connection limit forever.
+ */
+static int http_timeout(const struct relay *r, int timeout_ms)
+{
+        int t = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
+
+        return t >= 0 && (timeout_ms < 0 || t < timeout_ms) ? t : timeout_ms;
+}
+
 static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
 {
         struct pollfd pfd[4] = {
@@ -974,6 +986,7 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
                 pfd[2].events |= POLLIN;
         if (pgstream_want_write(r->pg))
                 pfd[2].events |= POLLOUT;
+        timeout_ms = http_timeout(r, timeout_ms);
         if (poll(pfd, 4, timeout_ms) < 0 && errno != EINTR)
                 return -errno;
         check_reload(r, pfd[1].revents);
@@ -985,7 +998,7 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
         }
         if (pfd[2].revents & POLLOUT)
                 pgstream_flush(r->pg);
-        if (pfd[3].revents & POLLIN)
+        if (r->metrics)
                 metrics_serve(r->metrics);
         return 0;
 }
@@ -1228,11 +1241,11 @@ static void pause_ms(struct relay *r, int64_t ms)
 
                 if (left <= 0)
                         break;
-                poll(pfd, 3, (int)(left > 1000 ? 1000 : left));
+                poll(pfd, 3, http_timeout(r, (int)(left > 1000 ? 1000 : left)));
                 check_reload(r, pfd[0].revents);
                 if (r->prod)
                         producer_poll(r->prod);
-                if (pfd[2].revents & POLLIN)
+                if (r->metrics)
                         metrics_serve(r->metrics);
                 publish_metrics(r);
         }
