@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Configuration reloads an operator gets wrong: a SIGHUP after the file
+names a log file the relay cannot open must leave the log where it was, by
+its real name, through later reloads too."""
+
+import os
+import re
+import signal
+
+from harness import EXIT_OK, wait_until
+from harness.relay import RelayProcess
+from helpers import has_ids, insert_rows
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def config(case, log_file):
+    return "\n".join(["slot = %s" % case.slot, "create-slot = true",
+                      "topic = %s.${kind}" % case.prefix, "status-interval = 1",
+                      "log-level = debug", "log-file = %s" % log_file]) + "\n"
+
+
+def test_unopenable_log_file_on_reload_keeps_the_old_log(case, tmp_path):
+    log = str(tmp_path / "relay.log")
+    bad = str(tmp_path / "no-such-dir" / "relay.log")
+    conf_path = tmp_path / "relay.conf"
+    conf = write(conf_path, config(case, log))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_RELAY_")}
+    env.update(OUTBOX_RELAY_DBNAME=case.dsn, OUTBOX_RELAY_BROKERS=case.kafka.bootstrap)
+    relay = RelayProcess(["-c", conf], os.path.join(case.env.base_dir, "relay-badlog.log"), env=env)
+    case.relays.append(relay)
+    relay.start()
+    relay.wait_ready(case.pg, case.slot)
+    reader = case.reader([case.topic("bl")])
+
+    def publish(work_id):
+        conn = case.connect(autocommit=False)
+        try:
+            insert_rows(conn, [{"work_id": work_id, "kind": "bl", "payload": {"id": work_id}}])
+        finally:
+            conn.close()
+        assert reader.read_until(has_ids([work_id]), 30), read(log)
+        wait_until(lambda: 'published work ID "%s"' % work_id in read(log), 30,
+                   what="%s in %s" % (work_id, log))
+
+    publish("bl-1")
+    write(conf_path, config(case, bad))
+    os.kill(relay.pid, signal.SIGHUP)
+    want = 'cannot open log file "%s": No such file or directory; logging goes on to "%s"' % (bad, log)
+    wait_until(lambda: "SIGHUP: reloading" in read(log) and "logging goes on" in read(log), 30,
+               what="the refused log file")
+    assert want in read(log), read(log)
+    publish("bl-2")
+
+    # Two more reloads with the file unchanged: the log stays where it is, by its name.
+    for n in (3, 4):
+        os.kill(relay.pid, signal.SIGHUP)
+        wait_until(lambda: read(log).count("SIGHUP: reloading") >= n - 1, 30, what="reload %d" % n)
+        publish("bl-%d" % n)
+    assert not re.search(r"cannot reopen log file", read(log)), read(log)
+    assert sorted(os.listdir(tmp_path)) == ["relay.conf", "relay.log"], os.listdir(tmp_path)
+
+    assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
+    assert "info: stopped:" in read(log), read(log)
