@@ -846,7 +846,9 @@ static int read_env(struct parse *p)
                         if (opt_defs[i].flags & OPT_NOENV)
                                 continue;
                         env_name(&opt_defs[i], var, sizeof(var));
-                        known = env_is(*e, var) || (strncmp(*e, var, strlen(var)) == 0 &&
+                        /* $OUTBOX_RELAY_CONFIG has no _FILE form (read before the file). */
+                        known = env_is(*e, var) || (opt_defs[i].offset != OFF(config_file) &&
+                                                    strncmp(*e, var, strlen(var)) == 0 &&
                                                     env_is(*e + strlen(var), "_FILE"));
                 }
                 if (!known && nu + (size_t)(eq - *e) + 3 < sizeof(unknown))
