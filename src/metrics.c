@@ -255,7 +255,7 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                (unsigned long long)lag);
         METRIC("gauge", "outstanding_messages", "Messages waiting for a delivery report.", "%llu",
                (unsigned long long)s->outstanding);
-        METRIC("gauge", "inflight_bytes", "Key and value bytes waiting for a delivery report.", "%llu",
+        METRIC("gauge", "inflight_bytes", "Key, value and header bytes waiting for a delivery report.", "%llu",
                (unsigned long long)s->inflight_bytes);
         METRIC("gauge", "oldest_unpublished_seconds",
                "Age of the oldest transaction with unacknowledged messages.", "%.3f",

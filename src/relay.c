@@ -497,11 +497,17 @@ static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, cons
         return 0;
 }
 
-/* Bytes a message adds to the in-flight bound; subtracted on its delivery report. */
-static size_t message_bytes(const struct outbox_row *row)
+/*
+ * Bytes a message adds to the in-flight bound: key, value and headers @h
+ * (a headers column can hold far more than the payload), as the delivery
+ * report subtracts them.
+ */
+static size_t message_bytes(const struct outbox_row *row, const struct producer_header *h, size_t nh)
 {
         size_t n = 0;
 
+        for (size_t i = 0; i < nh; i++)
+                n += strlen(h[i].name) + h[i].len;
         if (row && row->key && !row->key->is_null)
                 n += row->key->len;
         if (row && row->payload && !row->payload->is_null)
@@ -549,7 +555,7 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
                 bool stamped = ledger_ticket_stamp(r->ledger, ticket, &stamp) == 0;
 
                 if (ledger_ack(r->ledger, ticket) == 0) {
-                        size_t bytes = rep->key_len + rep->value_len;
+                        size_t bytes = rep->key_len + rep->value_len + rep->header_bytes;
 
                         r->inflight_bytes -= bytes < r->inflight_bytes ? bytes : r->inflight_bytes;
                         r->c.acked++;
@@ -682,7 +688,7 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                                 r->commit_time_us / 1000, id, r->lsn_text) < 0)
                         ledger_cancel_message(r->ledger, ticket);
                 else
-                        r->inflight_bytes += message_bytes(row);
+                        r->inflight_bytes += message_bytes(row, h, nh);
                 return;
         }
         fail(r, RELAY_EXIT_DATA,
@@ -766,7 +772,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         }
         log_debug("published work ID \"%.*s\" to topic \"%s\" (transaction ending at LSN %s)",
                   (int)row.id->len, row.id->ptr, row.topic, r->lsn_text);
-        r->inflight_bytes += message_bytes(&row);
+        r->inflight_bytes += message_bytes(&row, h, nh);
         r->c.published++;
 }
 
