@@ -949,17 +949,20 @@ static int read_stream(struct relay *r, bool draining)
 }
 
 /*
- * After poll(): a byte on stop_fd while no stop is requested came from
- * SIGHUP. Empty the pipe (or poll() would not block again) and reload.
+ * After poll(): empty the signal pipe, or poll() would not block again (a
+ * stop's byte too: the flag says it, and the drain after SIGTERM would spin
+ * for --shutdown-timeout). A SIGHUP's byte while no stop is requested reloads.
  */
 static void check_reload(struct relay *r, short revents)
 {
         char buf[64];
 
-        if (*r->stop || !(revents & POLLIN))
+        if (!(revents & POLLIN))
                 return;
         while (read(r->stop_fd, buf, sizeof(buf)) > 0)
                 ;
+        if (*r->stop)
+                return;
         if (r->reload && *r->reload->requested) {
                 *r->reload->requested = 0;
                 r->reload->fn(r->reload->ctx);

@@ -6,12 +6,14 @@ connection timeout (10 s) has to be enforced even when no other HTTP event
 wakes the relay, and rows keep flowing meanwhile."""
 
 import os
+import signal
 import socket
 import time
 import urllib.error
 import urllib.request
 
-from harness import procs
+import pytest
+from harness import EXIT_OK, KafkaBroker, procs
 from helpers import has_ids, insert_rows, simple_rows, wait_confirmed
 
 
@@ -61,3 +63,58 @@ def test_idle_connections_do_not_lock_out_healthz(case):
     finally:
         for s in idle:
             s.close()
+
+
+@pytest.fixture
+def broker(env, case):
+    b = KafkaBroker(env.base_dir, name=case.name + "-kafka")
+    b.start()
+    yield b
+    b.kill()
+
+
+def readyz(port):
+    try:
+        return http_get(port, "/readyz")
+    except (urllib.error.URLError, socket.timeout, ConnectionError):
+        return None, ""     # not answering yet: retry until the deadline
+
+
+def test_ready_again_after_broker_restart_with_an_idle_outbox(case, broker):
+    """The broker goes away and comes back while no row is written: /readyz
+    (the image's health check) must turn 200 again without waiting for traffic."""
+    port = procs.free_port()
+    case.relay("--http", "127.0.0.1:%d" % port, brokers=broker.bootstrap)
+    procs.wait_until(lambda: readyz(port)[0] == 200, 60, interval=0.5, what="ready")
+    broker.stop()
+    procs.wait_until(lambda: readyz(port)[0] == 503, 60, interval=0.5, what="unready")
+    broker.start()
+    procs.wait_until(lambda: readyz(port)[0] == 200, 60, interval=0.5,
+                     what="ready again with an idle outbox (last: %r)" % (readyz(port),))
+
+
+def test_shutdown_drain_does_not_spin(case, broker):
+    """SIGTERM with messages waiting on a frozen broker: the relay waits up
+    to --shutdown-timeout for their acknowledgements, in poll(), not in a
+    busy loop (the stop byte left in the signal pipe must not keep waking it)."""
+    relay = case.relay("-v", "--shutdown-timeout", "10", "-X", "message.timeout.ms=300000",
+                       brokers=broker.bootstrap)
+    conn = case.connect(autocommit=False)
+    reader = case.reader([case.topic("sd")], bootstrap=broker.bootstrap)
+    warm = insert_rows(conn, simple_rows("sd-warm", 1, kind="sd"))
+    assert reader.read_until(has_ids(warm.work_ids), 60), case.logs()
+    broker.freeze()
+    try:
+        insert_rows(conn, simple_rows("sd", 3, kind="sd"))
+        procs.wait_until(lambda: 'published work ID "sd-2"' in relay.log, 30, what="rows handed over")
+        relay.proc.send_signal(signal.SIGTERM)
+        procs.wait_until(lambda: "stopping: waiting up to" in relay.log, 30, what="the drain")
+        cpu0, wall0 = cpu_seconds(relay.pid), time.monotonic()
+        # poll until 5 s of the 10 s drain went by, the relay still waiting
+        procs.wait_until(lambda: time.monotonic() - wall0 >= 5, 10, interval=0.5, what="5 s")
+        assert relay.alive, relay.log
+        cpu, wall = cpu_seconds(relay.pid) - cpu0, time.monotonic() - wall0
+        assert cpu < 0.3 * wall, "relay used %.1f s of CPU in %.1f s of drain" % (cpu, wall)
+    finally:
+        broker.thaw()
+    assert relay.wait(60) == EXIT_OK, relay.log
