@@ -119,7 +119,8 @@ int metrics_fd(const struct metrics *m);
 /*
  * metrics_timeout_ms() - milliseconds until libmicrohttpd needs
  * metrics_serve() even if metrics_fd() stays quiet (an idle connection's
- * timeout, a response left half sent), or -1 if it has no deadline. The
+ * timeout, a response left half sent, a connection's 10 s for its one
+ * request running out), or -1 if it has no deadline. The
  * caller's poll() must not sleep longer: connections are closed on their
  * timeout only inside metrics_serve().
  */

@@ -8,6 +8,7 @@ wakes the relay, and rows keep flowing meanwhile."""
 import os
 import signal
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -118,3 +119,39 @@ def test_shutdown_drain_does_not_spin(case, broker):
     finally:
         broker.thaw()
     assert relay.wait(60) == EXIT_OK, relay.log
+
+
+def test_dripping_connections_do_not_lock_out_healthz(case):
+    """A slowloris: more connections than the limit, each sending its request
+    one byte every 2 s, so the 10 s idle timeout never fires. A connection
+    gets 10 s in all for its one request; /healthz answers once they are cut."""
+    port = procs.free_port()
+    case.relay("--http", "127.0.0.1:%d" % port)
+    assert http_get(port, "/healthz") == (200, "ok\n")
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Drip: y\r\n" * 1000
+    stop = threading.Event()
+
+    def drip():
+        for i in range(len(request)):
+            for s in socks:
+                try:
+                    s.send(request[i:i + 1])
+                except OSError:
+                    pass    # cut by the relay: what the test waits for
+            if stop.wait(2):    # poll interval of the drip
+                return
+    dripper = threading.Thread(target=drip)
+    dripper.start()
+    try:
+        def healthy():
+            try:
+                return http_get(port, "/healthz", timeout=2) == (200, "ok\n")
+            except (urllib.error.URLError, socket.timeout, ConnectionError):
+                return False    # still locked out: retry until the deadline
+        procs.wait_until(healthy, 30, interval=0.5, what="/healthz behind 20 dripping connections")
+    finally:
+        stop.set()
+        dripper.join()
+        for s in socks:
+            s.close()
