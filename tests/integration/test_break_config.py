@@ -9,7 +9,7 @@ import signal
 
 from harness import EXIT_OK, wait_until
 from harness.relay import RelayProcess
-from helpers import has_ids, insert_rows
+from helpers import has_ids, insert_rows, wait_confirmed
 
 
 def write(path, text):
@@ -75,3 +75,39 @@ def test_unopenable_log_file_on_reload_keeps_the_old_log(case, tmp_path):
 
     assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
     assert "info: stopped:" in read(log), read(log)
+
+
+def test_sighup_storm_while_streaming(case, tmp_path):
+    """Hundreds of SIGHUPs while rows flow, the file turning invalid and back
+    in between: every row arrives once confirmed, the relay keeps streaming,
+    the invalid file is refused with its reason, and the loop does not spin."""
+    log = str(tmp_path / "relay.log")
+    conf_path = tmp_path / "relay.conf"
+    good = config(case, log).replace("log-level = debug", "log-level = info")
+    conf = write(conf_path, good)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_RELAY_")}
+    env.update(OUTBOX_RELAY_DBNAME=case.dsn, OUTBOX_RELAY_BROKERS=case.kafka.bootstrap)
+    relay = RelayProcess(["-c", conf], os.path.join(case.env.base_dir, "relay-storm.log"), env=env)
+    case.relays.append(relay)
+    relay.start()
+    relay.wait_ready(case.pg, case.slot)
+    reader = case.reader([case.topic("bl")])
+    conn = case.connect(autocommit=False)
+    ids, last = [], None
+    for i in range(300):
+        if i % 50 == 25:
+            write(conf_path, good + "max-inflight-messages = 0\n")
+        elif i % 50 == 0:
+            write(conf_path, good)
+        os.kill(relay.pid, signal.SIGHUP)
+        if i % 3 == 0:
+            last = insert_rows(conn, [{"work_id": "st-%d" % i, "kind": "bl", "payload": {"i": i}}])
+            ids.append("st-%d" % i)
+    assert reader.read_until(has_ids(ids), 60), read(log)
+    wait_confirmed(case, last.lsn_before, timeout=60)
+    assert relay.alive, read(log)
+    text = read(log)
+    assert "cannot reload the configuration, keeping the current settings: %s:" % conf in text, text
+    assert "max-inflight-messages \"0\"" in text, text
+    assert text.count("streaming from slot") == 1, text   # never reconnected
+    assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
