@@ -155,3 +155,37 @@ def test_dripping_connections_do_not_lock_out_healthz(case):
         dripper.join()
         for s in socks:
             s.close()
+
+
+def test_clients_that_do_not_read_do_not_stall_streaming(case):
+    """Eight clients ask for /metrics with a tiny receive buffer and never read
+    the answer: rows still flow and are confirmed, standby status updates go on."""
+    port = procs.free_port()
+    case.relay("--http", "127.0.0.1:%d" % port, "--metrics-max-topics", "1024")
+    conn = case.connect(autocommit=False)
+    # many topics make /metrics large enough not to fit the socket buffers
+    insert_rows(conn, [{"work_id": "wide-%d" % i, "kind": "w%03d" % i, "payload": {}}
+                       for i in range(600)])
+    procs.wait_until(lambda: http_get(port, "/metrics")[1].count('topic="') >= 600, 60,
+                     what="600 topic series")
+    assert len(http_get(port, "/metrics")[1]) > 80000
+    stuck = []
+    try:
+        for _ in range(8):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            stuck.append(s)
+
+        def updates():
+            text = http_get(port, "/metrics")[1]
+            line = [ln for ln in text.splitlines() if ln.startswith("outbox_relay_status_updates_total")]
+            return float(line[0].rsplit(" ", 1)[1])
+        before = updates()
+        commits = [insert_rows(conn, simple_rows("nr%d" % i, 50, kind="nr")) for i in range(10)]
+        wait_confirmed(case, commits[-1].lsn_before, timeout=60)
+        procs.wait_until(lambda: updates() >= before + 3, 30, what="standby status updates going on")
+    finally:
+        for s in stuck:
+            s.close()
