@@ -493,6 +493,9 @@ static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, cons
                      lsn_text, r->conf->dead_letter_topic, err, lsn_text);
                 return ret;
         }
+        /* Its own three headers, which its delivery report subtracts with the rest. */
+        for (size_t i = nh - 3; i < nh; i++)
+                r->inflight_bytes += strlen(h[i].name) + h[i].len;
         r->c.dead_lettered++;
         return 0;
 }

@@ -63,3 +63,27 @@ def test_header_bytes_count_against_the_inflight_bound(case, broker):
     procs.wait_until(lambda: scrape(port)["outbox_relay_inflight_bytes"] == 0, 30,
                      what="in-flight bytes back to 0")
     assert relay.stop() == EXIT_OK, relay.log
+
+
+def test_inflight_bytes_return_to_zero_after_dead_letters(case):
+    """Rows dead-lettered for their headers column, between good rows with
+    headers: once everything is acknowledged the in-flight byte count is 0
+    again (what a message adds, its delivery report subtracts, dead-letter
+    headers included), so it cannot creep up into permanent backpressure."""
+    case.query("ALTER TABLE outbox DROP CONSTRAINT outbox_headers_check")  # a writer without the kit
+    port = procs.free_port()
+    relay = case.relay("--http", "127.0.0.1:%d" % port, "--on-error", "dead-letter",
+                       "--dead-letter-topic", case.prefix + ".dlq")
+    conn = case.connect(autocommit=False)
+    rows = []
+    for i in range(30):
+        headers = {"ce_id": "spoofed"} if i % 3 == 0 else {"trace": "t" * (i * 100)}
+        rows.append({"work_id": "dl-%d" % i, "kind": "hb", "payload": {"i": i}, "headers": headers})
+    commit = insert_rows(conn, rows)
+    wait_confirmed(case, commit.lsn_before, timeout=60)
+    m = procs.wait_until(lambda: (lambda m: m if m["outbox_relay_acknowledged_total"] >= 30
+                                  else None)(scrape(port)), 30, what="30 acknowledgements")
+    assert m["outbox_relay_dead_lettered_total"] == 10, m
+    assert m["outbox_relay_outstanding_messages"] == 0, m
+    assert m["outbox_relay_inflight_bytes"] == 0, m
+    assert relay.stop() == EXIT_OK, relay.log
