@@ -64,6 +64,21 @@ int log_open(const char *path)
         fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
         if (fd < 0)
                 return -errno;
+        if (fd == STDERR_FILENO) {
+                /*
+                 * Started with stderr closed: the file took its number, which
+                 * is the goal. Closing it after dup2() onto itself would leave
+                 * number 2 to the next socket, and the log would go there.
+                 */
+                if (fcntl(fd, F_SETFD, 0) < 0) {
+                        int r = -errno;
+
+                        close(fd);
+                        return r;
+                }
+                to_file = true;
+                return 0;
+        }
         if (saved_stderr < 0) {
                 saved_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
                 if (saved_stderr < 0) {

@@ -6,9 +6,10 @@ its real name, through later reloads too."""
 import os
 import re
 import signal
+import subprocess
 
 from harness import EXIT_OK, wait_until
-from harness.relay import RelayProcess
+from harness.relay import RelayProcess, relay_bin
 from helpers import has_ids, insert_rows, wait_confirmed
 
 
@@ -111,3 +112,36 @@ def test_sighup_storm_while_streaming(case, tmp_path):
     assert "max-inflight-messages \"0\"" in text, text
     assert text.count("streaming from slot") == 1, text   # never reconnected
     assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
+
+
+def test_log_file_with_stderr_closed(case, tmp_path):
+    """Started with descriptor 2 closed (a supervisor that closes it, or
+    2>&-): the log file itself gets descriptor 2 from open(). log_open() must
+    not close it after dup2() onto itself, or the log goes nowhere and a later
+    socket (librdkafka's, or the replication connection) inherits number 2
+    and receives the log lines."""
+    log = str(tmp_path / "relay.log")
+    out = str(tmp_path / "stdout")
+    args = [relay_bin()] + case.relay_args("-v", "--log-file", log)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_RELAY_")}
+
+    def close_stderr():
+        os.close(2)
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=stdout, env=env,
+                                preexec_fn=close_stderr)
+    try:
+        reader = case.reader([case.topic("bl")])
+        wait_until(lambda: "streaming from slot" in read(log) or proc.poll() is not None, 60,
+                   what="streaming, in the log file")
+        conn = case.connect(autocommit=False)
+        insert_rows(conn, [{"work_id": "fd2-1", "kind": "bl", "payload": {}}])
+        assert reader.read_until(has_ids(["fd2-1"]), 30), read(log)
+        wait_until(lambda: 'published work ID "fd2-1"' in read(log) or proc.poll() is not None, 30,
+                   what="the row's debug line in the log file")
+        assert proc.poll() is None, read(log)
+        # fd 2 is the log file, nothing else
+        assert os.readlink("/proc/%d/fd/2" % proc.pid) == log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == EXIT_OK, read(log)
