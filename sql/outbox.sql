@@ -125,7 +125,10 @@ CREATE TABLE outbox (
 -- one work ID. Under REPEATABLE READ or SERIALIZABLE a conflicting row that
 -- committed after this transaction's snapshot raises serialization_failure
 -- (40001) instead: retry the whole transaction. If the row is deleted between
--- the conflict and the comparison, the insert is tried again.
+-- the conflict and the comparison, the insert is tried again (up to 10 times).
+-- A conflicting row the caller cannot read (row-level security on the outbox)
+-- raises WK001 too: 'work ID "..." is already in the outbox, in a row this
+-- transaction cannot read'.
 --
 -- The caller needs INSERT and SELECT on outbox, nothing more; no role of the
 -- application needs UPDATE or DELETE on it except the cleanup job. The
@@ -141,7 +144,7 @@ DECLARE
     stored outbox%ROWTYPE;
     what text;
 BEGIN
-    LOOP
+    FOR attempt IN 1..10 LOOP
         INSERT INTO outbox (work_id, kind, payload, entity_id, headers)
         VALUES (p_work_id, p_kind, p_payload, p_entity_id, p_headers)
         ON CONFLICT (work_id) DO NOTHING;
@@ -154,6 +157,18 @@ BEGIN
         SELECT * INTO stored FROM outbox WHERE work_id = p_work_id;
         EXIT WHEN FOUND;
     END LOOP;
+    -- Still a conflict and nothing to read: not a deletion race but a row
+    -- this caller cannot see (a row-level security policy). Retrying would
+    -- loop forever inside the business transaction.
+    IF stored.work_id IS NULL THEN
+        RAISE EXCEPTION 'work ID "%" is already in the outbox, in a row this transaction cannot read',
+                        p_work_id
+            USING ERRCODE = 'WK001',
+                  DETAIL = 'INSERT conflicts with a row that SELECT does not return '
+                           '(a row-level security policy on the outbox?).',
+                  HINT = 'Work IDs must be unique across the whole table: give this message '
+                         'a work ID no other writer can choose (e.g. prefix the tenant).';
+    END IF;
 
     IF stored.kind IS DISTINCT FROM p_kind THEN
         what := format('kind: stored %L, new %L', stored.kind, p_kind);

@@ -93,7 +93,7 @@ static const struct opt_def opt_defs[] = {
         {"max-inflight-messages", 0, OPT_INT, OFF(max_inflight_messages), "20000", 1, 10000000, "N",
          "messages handed to Kafka and not yet acknowledged, at most", 0},
         {"max-inflight-bytes", 0, OPT_INT, OFF(max_inflight_bytes), "16777216", 1024,
-         INT64_C(1) << 40, "BYTES", "bytes of keys and values not yet acknowledged, at most", 0},
+         INT64_C(1) << 40, "BYTES", "bytes of keys, values and headers not yet acknowledged, at most", 0},
         {"shutdown-timeout", 0, OPT_SECONDS, OFF(shutdown_timeout_ms), "30", 0, 3600000, "SECONDS",
          "on SIGTERM, wait this long for outstanding acknowledgements", 0},
         {"on-error", 0, OPT_CHOICE, OFF(on_error), "stop", 0, 0, "stop|dead-letter",
@@ -850,7 +850,9 @@ static int read_env(struct parse *p)
                         if (opt_defs[i].flags & OPT_NOENV)
                                 continue;
                         env_name(&opt_defs[i], var, sizeof(var));
-                        known = env_is(*e, var) || (strncmp(*e, var, strlen(var)) == 0 &&
+                        /* $OUTBOX_RELAY_CONFIG has no _FILE form (read before the file). */
+                        known = env_is(*e, var) || (opt_defs[i].offset != OFF(config_file) &&
+                                                    strncmp(*e, var, strlen(var)) == 0 &&
                                                     env_is(*e + strlen(var), "_FILE"));
                 }
                 if (!known && nu + (size_t)(eq - *e) + 3 < sizeof(unknown))

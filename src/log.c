@@ -64,6 +64,21 @@ int log_open(const char *path)
         fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
         if (fd < 0)
                 return -errno;
+        if (fd == STDERR_FILENO) {
+                /*
+                 * Started with stderr closed: the file took its number, which
+                 * is the goal. Closing it after dup2() onto itself would leave
+                 * number 2 to the next socket, and the log would go there.
+                 */
+                if (fcntl(fd, F_SETFD, 0) < 0) {
+                        int r = -errno;
+
+                        close(fd);
+                        return r;
+                }
+                to_file = true;
+                return 0;
+        }
         if (saved_stderr < 0) {
                 saved_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
                 if (saved_stderr < 0) {
@@ -131,6 +146,35 @@ static size_t utf8_len(const unsigned char *s, size_t n)
                 if (s[i] < 0x80 || s[i] > 0xbf)
                         return 0;
         return len;
+}
+
+/*
+ * Append @s (@n bytes) to @out for a text line; @out has room for 4 * @n
+ * bytes. Line breaks and other control bytes (tab excepted) are escaped as
+ * \n, \r and \xNN: a message is one line, and data in it (a work ID, a
+ * table name, a multi-line libpq error) cannot start a line of its own.
+ */
+static size_t text_escape(char *out, const char *s, size_t n)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char)s[i];
+
+                if ((c >= 0x20 && c != 0x7f) || c == '\t') {
+                        out[o++] = (char)c;
+                } else if (c == '\n' || c == '\r') {
+                        out[o++] = '\\';
+                        out[o++] = c == '\n' ? 'n' : 'r';
+                } else {
+                        memcpy(out + o, "\\x", 2);
+                        out[o + 2] = hex[c >> 4];
+                        out[o + 3] = hex[c & 15];
+                        o += 4;
+                }
+        }
+        return o;
 }
 
 /* Append @s (@n bytes) to @out as a JSON string body; @out has room for 6 * @n bytes. */
@@ -206,8 +250,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
                         line[n++] = ' ';
                 }
                 n += (size_t)snprintf(line + n, sizeof(line) - n, "outbox-relay: %s: ", level_names[level]);
-                memcpy(line + n, msg, (size_t)m);
-                n += (size_t)m;
+                n += text_escape(line + n, msg, (size_t)m);
                 line[n++] = '\n';
         }
         /* One write so lines from several threads stay whole; errors ignored. */

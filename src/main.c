@@ -75,6 +75,11 @@ static void report_change(void *ctx, const char *name, const char *old_value, co
                 log_warning("setting \"%s\" changed: it takes effect only after a restart", name);
 }
 
+static bool same_path(const char *a, const char *b)
+{
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 /* SIGHUP, on the main thread: reopen the log, then reload what can change safely. */
 static void reload(void *ctx)
 {
@@ -91,15 +96,19 @@ static void reload(void *ctx)
                 log_error("cannot reload the configuration, keeping the current settings: %s", err);
                 return;
         }
+        /*
+         * Open a new log file before taking it: config_reload() frees the old
+         * path once no setting points to it, so it cannot be put back after.
+         */
+        if (!same_path(next.log_file, old_file) && (r = log_open(next.log_file)) < 0) {
+                log_error("cannot open log file \"%s\": %s; logging goes on to \"%s\"",
+                          next.log_file ? next.log_file : "stderr", strerror(-r),
+                          old_file ? old_file : "stderr");
+                next.log_file = old_file;
+        }
         if (config_reload(conf, &next, report_change, NULL) < 0) {
                 log_error("cannot reload the configuration: out of memory");
                 return;
-        }
-        if (old_file != conf->log_file && (r = log_open(conf->log_file)) < 0) {
-                log_error("cannot open log file \"%s\": %s; logging goes on to \"%s\"",
-                          conf->log_file ? conf->log_file : "stderr", strerror(-r),
-                          old_file ? old_file : "stderr");
-                conf->log_file = old_file;
         }
         set_log_style(conf);
 }

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -14,9 +15,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+
+/*
+ * Connections at once, and how long each may take for its one request
+ * (responses say "Connection: close"), in ms: libmicrohttpd's own timeout
+ * is an idle timeout, which a client sending a byte now and then never
+ * meets, so without a deadline CONN_MAX such clients would hold /healthz
+ * off for as long as they like.
+ */
+#define CONN_MAX 16
+#define CONN_DEADLINE_MS 10000
+
+struct conn_slot {
+        int fd;                 /* -1: free */
+        bool cut;               /* shut down, waiting for libmicrohttpd to close it */
+        int64_t started_ms;     /* monotonic */
+};
 
 struct metrics {
         struct MHD_Daemon *daemon;
+        struct conn_slot conns[CONN_MAX + 1];
         struct metrics_snapshot snap;
         char slot[64];
         char *body;             /* grows to fit /metrics, up to BODY_MAX */
@@ -254,7 +273,7 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                (unsigned long long)lag);
         METRIC("gauge", "outstanding_messages", "Messages waiting for a delivery report.", "%llu",
                (unsigned long long)s->outstanding);
-        METRIC("gauge", "inflight_bytes", "Key and value bytes waiting for a delivery report.", "%llu",
+        METRIC("gauge", "inflight_bytes", "Key, value and header bytes waiting for a delivery report.", "%llu",
                (unsigned long long)s->inflight_bytes);
         METRIC("gauge", "oldest_unpublished_seconds",
                "Age of the oldest transaction with unacknowledged messages.", "%.3f",
@@ -334,9 +353,44 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         if (!resp)
                 return MHD_NO;
         MHD_add_response_header(resp, "Content-Type", type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         ret = MHD_queue_response(conn, status, resp);
         MHD_destroy_response(resp);
         return ret;
+}
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* libmicrohttpd's connection notifications: note when each connection came. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+        struct metrics *m = cls;
+        struct conn_slot *c = *socket_context;
+
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+                if (c)
+                        c->fd = -1;
+                return;
+        }
+        for (c = m->conns; c < m->conns + CONN_MAX + 1; c++) {
+                if (c->fd < 0) {
+                        const union MHD_ConnectionInfo *info =
+                                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+                        if (!info)
+                                return;
+                        *c = (struct conn_slot){info->connect_fd, false, now_ms()};
+                        *socket_context = c;
+                        return;
+                }
+        }
 }
 
 static int parse_address(const char *address, struct sockaddr_storage *ss, int *ret_flags)
@@ -399,6 +453,8 @@ int metrics_new(const char *address, const char *slot, struct metrics **ret_m, c
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
+        for (int i = 0; i < CONN_MAX + 1; i++)
+                m->conns[i].fd = -1;
         m->body_size = 16384;
         m->body = malloc(m->body_size);
         if (!m->body) {
@@ -409,7 +465,8 @@ int metrics_new(const char *address, const char *slot, struct metrics **ret_m, c
         m->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | flags, 0, NULL, NULL, answer, m,
                                      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
-                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)16,
+                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONN_MAX,
+                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
                                      MHD_OPTION_END);
         if (!m->daemon) {
                 snprintf(err, errlen, "cannot serve metrics on \"%s\": %s", address,
@@ -440,8 +497,36 @@ int metrics_fd(const struct metrics *m)
         return info ? info->epoll_fd : -1;
 }
 
+int metrics_timeout_ms(const struct metrics *m)
+{
+        MHD_UNSIGNED_LONG_LONG t;
+        int64_t now = now_ms(), left = -1;
+
+        if (MHD_get_timeout(m->daemon, &t) == MHD_YES)
+                left = t > INT_MAX ? INT_MAX : (int64_t)t;
+        for (int i = 0; i < CONN_MAX + 1; i++) {
+                const struct conn_slot *c = &m->conns[i];
+                int64_t d = c->started_ms + CONN_DEADLINE_MS - now;
+
+                if (c->fd >= 0 && !c->cut && (left < 0 || d < left))
+                        left = d < 0 ? 0 : d;
+        }
+        return (int)left;
+}
+
 void metrics_serve(struct metrics *m)
 {
+        int64_t now = now_ms();
+
+        /* Past its deadline: shut the socket, libmicrohttpd sees the end and closes it. */
+        for (int i = 0; i < CONN_MAX + 1; i++) {
+                struct conn_slot *c = &m->conns[i];
+
+                if (c->fd >= 0 && !c->cut && now - c->started_ms >= CONN_DEADLINE_MS) {
+                        shutdown(c->fd, SHUT_RDWR);
+                        c->cut = true;
+                }
+        }
         MHD_run(m->daemon);
 }
 

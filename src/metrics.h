@@ -116,7 +116,21 @@ struct metrics *metrics_free(struct metrics *m);
 /* metrics_fd() - descriptor to poll() for POLLIN; then call metrics_serve(). */
 int metrics_fd(const struct metrics *m);
 
-/* metrics_serve() - answer pending HTTP requests without blocking. */
+/*
+ * metrics_timeout_ms() - milliseconds until libmicrohttpd needs
+ * metrics_serve() even if metrics_fd() stays quiet (an idle connection's
+ * timeout, a response left half sent, a connection's 10 s for its one
+ * request running out), or -1 if it has no deadline. The
+ * caller's poll() must not sleep longer: connections are closed on their
+ * timeout only inside metrics_serve().
+ */
+int metrics_timeout_ms(const struct metrics *m);
+
+/*
+ * metrics_serve() - answer pending HTTP requests and close timed-out
+ * connections, without blocking. Call it after every poll() whose timeout
+ * was bounded by metrics_timeout_ms(), whether metrics_fd() was readable or not.
+ */
 void metrics_serve(struct metrics *m);
 
 /* metrics_update() - the numbers the next request will see (copied). */

@@ -67,16 +67,19 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         rd_kafka_headers_t *kh = NULL;
 
         (void)rk;
-        if (m->err && rd_kafka_message_headers(m, &kh) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (rd_kafka_message_headers(m, &kh) == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 const char *name;
                 const void *val;
                 size_t len;
 
-                for (size_t i = 0; rep.nheaders < MAX_REPORT_HEADERS &&
-                                   rd_kafka_header_get_all(kh, i, &name, &val, &len) ==
-                                           RD_KAFKA_RESP_ERR_NO_ERROR; i++)
-                        hdrs[rep.nheaders++] = (struct producer_header){name, val, len};
-                rep.headers = hdrs;
+                for (size_t i = 0; rd_kafka_header_get_all(kh, i, &name, &val, &len) ==
+                                   RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
+                        rep.header_bytes += strlen(name) + len;
+                        if (m->err && rep.nheaders < MAX_REPORT_HEADERS)
+                                hdrs[rep.nheaders++] = (struct producer_header){name, val, len};
+                }
+                if (m->err)
+                        rep.headers = hdrs;
         }
         if (!m->err && p->brokers_up == 0)
                 p->brokers_up = 1;  /* an acknowledgement needs a connected broker */

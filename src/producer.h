@@ -38,6 +38,7 @@ struct producer_report {
         size_t value_len;
         const struct producer_header *headers;  /* on failure only; NULL on success */
         size_t nheaders;
+        size_t header_bytes;   /* names and values of all the message's headers, always */
 };
 
 /*

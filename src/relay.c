@@ -493,15 +493,24 @@ static int dead_letter(struct relay *r, uint64_t ticket, const char *topic, cons
                      lsn_text, r->conf->dead_letter_topic, err, lsn_text);
                 return ret;
         }
+        /* Its own three headers, which its delivery report subtracts with the rest. */
+        for (size_t i = nh - 3; i < nh; i++)
+                r->inflight_bytes += strlen(h[i].name) + h[i].len;
         r->c.dead_lettered++;
         return 0;
 }
 
-/* Bytes a message adds to the in-flight bound; subtracted on its delivery report. */
-static size_t message_bytes(const struct outbox_row *row)
+/*
+ * Bytes a message adds to the in-flight bound: key, value and headers @h
+ * (a headers column can hold far more than the payload), as the delivery
+ * report subtracts them.
+ */
+static size_t message_bytes(const struct outbox_row *row, const struct producer_header *h, size_t nh)
 {
         size_t n = 0;
 
+        for (size_t i = 0; i < nh; i++)
+                n += strlen(h[i].name) + h[i].len;
         if (row && row->key && !row->key->is_null)
                 n += row->key->len;
         if (row && row->payload && !row->payload->is_null)
@@ -549,7 +558,7 @@ static void on_delivery(void *ctx, const struct producer_report *rep)
                 bool stamped = ledger_ticket_stamp(r->ledger, ticket, &stamp) == 0;
 
                 if (ledger_ack(r->ledger, ticket) == 0) {
-                        size_t bytes = rep->key_len + rep->value_len;
+                        size_t bytes = rep->key_len + rep->value_len + rep->header_bytes;
 
                         r->inflight_bytes -= bytes < r->inflight_bytes ? bytes : r->inflight_bytes;
                         r->c.acked++;
@@ -682,7 +691,7 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                                 r->commit_time_us / 1000, id, r->lsn_text) < 0)
                         ledger_cancel_message(r->ledger, ticket);
                 else
-                        r->inflight_bytes += message_bytes(row);
+                        r->inflight_bytes += message_bytes(row, h, nh);
                 return;
         }
         fail(r, RELAY_EXIT_DATA,
@@ -766,7 +775,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         }
         log_debug("published work ID \"%.*s\" to topic \"%s\" (transaction ending at LSN %s)",
                   (int)row.id->len, row.id->ptr, row.topic, r->lsn_text);
-        r->inflight_bytes += message_bytes(&row);
+        r->inflight_bytes += message_bytes(&row, h, nh);
         r->c.published++;
 }
 
@@ -943,21 +952,36 @@ static int read_stream(struct relay *r, bool draining)
 }
 
 /*
- * After poll(): a byte on stop_fd while no stop is requested came from
- * SIGHUP. Empty the pipe (or poll() would not block again) and reload.
+ * After poll(): empty the signal pipe, or poll() would not block again (a
+ * stop's byte too: the flag says it, and the drain after SIGTERM would spin
+ * for --shutdown-timeout). A SIGHUP's byte while no stop is requested reloads.
  */
 static void check_reload(struct relay *r, short revents)
 {
         char buf[64];
 
-        if (*r->stop || !(revents & POLLIN))
+        if (!(revents & POLLIN))
                 return;
         while (read(r->stop_fd, buf, sizeof(buf)) > 0)
                 ;
+        if (*r->stop)
+                return;
         if (r->reload && *r->reload->requested) {
                 *r->reload->requested = 0;
                 r->reload->fn(r->reload->ctx);
         }
+}
+
+/*
+ * @timeout_ms, shortened to when the HTTP server must run even without a
+ * request (idle connections it closes on their timeout): otherwise sixteen
+ * silent connections would hold every slot of its connection limit forever.
+ */
+static int http_timeout(const struct relay *r, int timeout_ms)
+{
+        int t = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
+
+        return t >= 0 && (timeout_ms < 0 || t < timeout_ms) ? t : timeout_ms;
 }
 
 static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
@@ -974,6 +998,7 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
                 pfd[2].events |= POLLIN;
         if (pgstream_want_write(r->pg))
                 pfd[2].events |= POLLOUT;
+        timeout_ms = http_timeout(r, timeout_ms);
         if (poll(pfd, 4, timeout_ms) < 0 && errno != EINTR)
                 return -errno;
         check_reload(r, pfd[1].revents);
@@ -985,7 +1010,7 @@ static int wait_events(struct relay *r, bool read_pg, int timeout_ms)
         }
         if (pfd[2].revents & POLLOUT)
                 pgstream_flush(r->pg);
-        if (pfd[3].revents & POLLIN)
+        if (r->metrics)
                 metrics_serve(r->metrics);
         return 0;
 }
@@ -1228,11 +1253,11 @@ static void pause_ms(struct relay *r, int64_t ms)
 
                 if (left <= 0)
                         break;
-                poll(pfd, 3, (int)(left > 1000 ? 1000 : left));
+                poll(pfd, 3, http_timeout(r, (int)(left > 1000 ? 1000 : left)));
                 check_reload(r, pfd[0].revents);
                 if (r->prod)
                         producer_poll(r->prod);
-                if (pfd[2].revents & POLLIN)
+                if (r->metrics)
                         metrics_serve(r->metrics);
                 publish_metrics(r);
         }

@@ -405,6 +405,17 @@ static void test_env_errors(void)
               strstr(c.notes[0], "OUTBOX_RELAY_SERVICE_PORT") != NULL);
         config_free(&c);
         clear_env();
+        /*
+         * $OUTBOX_RELAY_CONFIG is read as such, never from a file: its _FILE
+         * form, easily taken for "the configuration file", is not silently dropped.
+         */
+        setenv("OUTBOX_RELAY_CONFIG_FILE", "/nonexistent/outbox-relay.conf", 1);
+        CHECK_INT(PARSE(&c, err, "-S", "s"), 0);
+        CHECK(c.config_file == NULL);
+        CHECK_INT(c.nnotes, 1);
+        CHECK(c.nnotes == 1 && strstr(c.notes[0], "OUTBOX_RELAY_CONFIG_FILE") != NULL);
+        config_free(&c);
+        clear_env();
         /* Command-line-only settings have no variable. */
         setenv("OUTBOX_RELAY_HELP", "true", 1);
         CHECK_INT(PARSE(&c, err, "-S", "s"), 0);

@@ -57,6 +57,15 @@ int main(void)
         const char *text = take();
         CHECK_STR(no_ts(text, 0), "TS outbox-relay: info: streaming from slot \"s\"\n");
 
+        /*
+         * Text stays one line per message whatever the data says: a work ID
+         * (or a libpq error) with line breaks cannot forge a line of its own.
+         */
+        log_msg(LOG_LEVEL_ERROR, "work ID \"%s\": x", "a\noutbox-relay: info: stopped\r\x01\x7f\tb");
+        text = take();
+        CHECK_STR(no_ts(text, 0), "TS outbox-relay: error: work ID \"a\\noutbox-relay: info: stopped"
+                  "\\r\\x01\\x7f\tb\": x\n");
+
         /* JSON: escapes, control characters, bytes that are not UTF-8. */
         log_set_format(LOG_FORMAT_JSON);
         log_msg(LOG_LEVEL_WARNING, "a\"b\\c\td\x01" "e\x7f \xff \xc3\xa9 \xe2\x82\xac \xed\xa0\x80 \xe2\x82");
