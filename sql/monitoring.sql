@@ -58,7 +58,7 @@ SELECT s.slot_name,
        nullif(pg_size_bytes(current_setting('max_slot_wal_keep_size')), -1)
            AS max_slot_wal_keep_bytes,
        round(100 * pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)
-             / nullif(pg_size_bytes(current_setting('max_slot_wal_keep_size')), -1), 1)
+             / nullif(greatest(pg_size_bytes(current_setting('max_slot_wal_keep_size')), 0), 0), 1)
            AS retained_pct_of_keep_size
 FROM pg_replication_slots s
 WHERE s.slot_type = 'logical' AND s.plugin = 'wal2json'

@@ -86,6 +86,9 @@ static const struct opt_def opt_defs[] = {
          "column used as the ce_type header", 0},
         {"headers-column", 0, OPT_STRING, OFF(headers_column), "headers", 0, 0, "NAME",
          "column of extra Kafka headers, a JSON object of strings (used where the table has it)", 0},
+        {"no-headers-column", 0, OPT_FLAG, OFF(no_headers_column), NULL, 0, 0, NULL,
+         "publish no extra headers from any column (for a table whose headers column means "
+         "something else)", 0},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
          "librdkafka property; repeatable", OPT_NOENV},
         {"status-interval", 's', OPT_SECONDS, OFF(status_interval_ms), "10", 100, 3600000, "SECONDS",
@@ -735,6 +738,11 @@ static int env_value(struct parse *p, const char *var, char fvar[static 256], co
         snprintf(fvar, 256, "%s_FILE", var);
         v = getenv(var);
         f = getenv(fvar);
+        /* Empty is unset, as compose's ${VAR:-} and Kubernetes' optional values produce. */
+        if (v && !*v)
+                v = NULL;
+        if (f && !*f)
+                f = NULL;
         if (v && f) {
                 set_err(p->err, p->errlen, "both %s and %s are set: keep one", var, fvar);
                 return -EINVAL;

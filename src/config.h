@@ -50,6 +50,7 @@ struct relay_config {
         const char *payload_column;    /* --payload-column */
         const char *type_column;       /* --type-column */
         const char *headers_column;    /* --headers-column: extra Kafka headers, if the table has it */
+        bool no_headers_column;        /* --no-headers-column */
         struct kafka_prop *props;      /* -X, in command-line order */
         size_t nprops;
         int64_t status_interval_ms;    /* -s, given in seconds */

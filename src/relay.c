@@ -1315,7 +1315,8 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 return ret == -ENOMEM ? RELAY_EXIT_RETRY : RELAY_EXIT_USAGE;
         }
         record_spec_allow_null_payload(r.spec, conf->null_tombstone);
-        if (conf->headers_column && record_spec_set_headers_column(r.spec, conf->headers_column) < 0) {
+        if (conf->headers_column && !conf->no_headers_column &&
+            record_spec_set_headers_column(r.spec, conf->headers_column) < 0) {
                 log_error("out of memory");
                 record_spec_free(r.spec);
                 return RELAY_EXIT_RETRY;

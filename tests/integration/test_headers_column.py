@@ -108,6 +108,20 @@ def test_bad_headers_stop_naming_the_row(case, value, reason):
     assert stops_unpublishable(again) == line
 
 
+def test_no_headers_column_ignores_the_column(case):
+    """A table whose "headers" column means something else: --no-headers-column
+    publishes its rows without extra headers instead of stopping on them."""
+    case.query("ALTER TABLE outbox DROP CONSTRAINT outbox_headers_check")  # not sql/outbox.sql's
+    relay = case.relay("--no-headers-column")
+    reader = case.reader()
+    conn = case.connect(autocommit=False)
+    commit = insert_rows(conn, [{"work_id": "plain-1", "kind": "k", "payload": {"n": 1},
+                                 "headers": '{"ce_id": "not ours", "attempt": "2"}'}])
+    assert reader.read_until(has_ids(commit.work_ids), 30), case.logs()
+    assert user_headers(by_id(reader.records)["plain-1"][0]) == []
+    assert relay.alive, relay.log
+
+
 def test_bad_headers_dead_lettered(case):
     prepare_meta(case)
     dlq = case.topic("dead-letter")

@@ -338,6 +338,13 @@ def test_monitoring_queries_match_the_slot(case):
         assert u["unconfirmed_rows"] in (0, 1), u  # m-1 until catalog_xmin passes it
         nudge_until(case, lambda: unconfirmed(case)["unconfirmed_rows"] == 0,
                     what="catalog_xmin past m-1")
+        # max_slot_wal_keep_size = 0 has no percentage, rather than a division by zero
+        case.query("ALTER SYSTEM SET max_slot_wal_keep_size = 0")
+        case.query("SELECT pg_reload_conf()")
+        wait_until(lambda: case.scalar("SELECT current_setting('max_slot_wal_keep_size')") == "0",
+                   30, what="max_slot_wal_keep_size 0 reloaded")
+        rows = [r for r in run_dict(case, queries["slot"]) if r["slot_name"] == case.slot]
+        assert rows[0]["retained_pct_of_keep_size"] is None, rows
     finally:
         case.query("ALTER SYSTEM RESET max_slot_wal_keep_size")
         case.query("SELECT pg_reload_conf()")

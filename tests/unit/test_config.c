@@ -231,6 +231,15 @@ static void test_precedence(void)
         CHECK_INT(c.status_interval_ms, 3000);
         config_free(&c);
 
+        /* An empty variable is unset (compose's ${VAR:-}): the file's value stays. */
+        setenv("OUTBOX_RELAY_SLOT", "", 1);
+        setenv("OUTBOX_RELAY_TOPIC_FILE", "", 1);
+        CHECK_INT(PARSE(&c, err, "-c", f), 0);
+        CHECK_STR(c.slot, "from_file");
+        CHECK_STR(c.topic_template, "file.${kind}");
+        config_free(&c);
+        unsetenv("OUTBOX_RELAY_TOPIC_FILE");
+
         /* The file named by the environment; the command line's -c wins over it. */
         clear_env();
         setenv("OUTBOX_RELAY_CONFIG", f, 1);
