@@ -56,9 +56,10 @@
 -- every role), counts the outbox's rows when it creates the slot (the SELECT
 -- below), calls pg_create_logical_replication_slot() for --create-slot, and
 -- streams with START_REPLICATION. It never writes to any table. Debian's
--- output_plugin_libraries setting is hidden from such a role, so the relay
--- cannot check in advance that wal2json is allowed; if it is not, creating
--- the slot or streaming fails with the server's own message.
+-- output_plugin_libraries setting is hidden from such a role, so the
+-- relay's startup cannot read it; `outbox-relay check` still finds out by
+-- creating a temporary slot, and otherwise creating the slot or streaming
+-- fails with the server's own message.
 
 \if :{?relay_role}
 \else

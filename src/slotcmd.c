@@ -250,7 +250,8 @@ int slotcmd_drop(const struct relay_config *conf, char *err, size_t errlen)
                          "confirmed_flush_lsn %s, restart_lsn %s%s): a new slot starts at the "
                          "current WAL and skips every row committed in between; repeat with --yes to "
                          "drop it", conf->slot, s.plugin, s.database,
-                         lsn_format(s.confirmed_flush_lsn, a), lsn_format(s.restart_lsn, b),
+                         lsn_format(s.confirmed_flush_lsn, a),
+                         s.restart_lsn == LSN_INVALID ? "- (invalidated)" : lsn_format(s.restart_lsn, b),
                          s.active_pid ? ", active" : "");
                 rc = -EPERM;
                 goto out;

@@ -80,7 +80,13 @@ def cmd_quickstart(args):
         return 0 if rc == EXIT_OK else 1
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def cmd_up(args):
+    # SIGTERM (kill, a supervisor) cleans up like Ctrl-C: servers stopped, temp dir removed
+    signal.signal(signal.SIGTERM, _interrupt)
     with Environment(keep=args.keep) as env:
         env.pg.psql(file=SCHEMA_SQL)
         say("postgres:  %s" % env.pg.dsn)
