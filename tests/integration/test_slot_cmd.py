@@ -155,5 +155,7 @@ def test_status_of_an_invalidated_slot(case):
         rc, out = run_relay(["slot", "create"] + args, timeout=60)
         assert rc == EXIT_ENV and "already exists" in out, out
         assert "invalidated" in out and "slot drop --yes" in out, out
+        rc, out = run_relay(["slot", "drop"] + args, timeout=60)
+        assert rc == EXIT_USAGE and "restart_lsn - (invalidated)" in out, out
         rc, out = run_relay(["slot", "drop", "--yes"] + args, timeout=60)
         assert rc == EXIT_OK, out
