@@ -227,7 +227,7 @@ class Decode(Base):
                 ws.poll()
                 if ws.stats is not None:
                     return
-                time.sleep(0.02)
+                time.sleep(0.02)  # poll interval until the walsender shows up
         threading.Thread(target=watch_walsender, daemon=True).start()
         rc, elapsed = child.wait_exit(self.ctx.timeout(rows))
         done.set()
