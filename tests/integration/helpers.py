@@ -5,6 +5,7 @@ records read back)."""
 
 import collections
 import json
+import os
 import re
 from dataclasses import dataclass
 
@@ -84,3 +85,20 @@ def wait_confirmed(case, lsn, timeout=30, slot=None):
         c = case.confirmed(slot)
         raise AssertionError("%s (it is %s)" % (e, None if c is None else
                                                  "%X/%X" % (c >> 32, c & 0xFFFFFFFF)))
+
+
+def write_file(path, text, mode=0o600):
+    """Write text to path with mode (settings files hold secrets); returns str(path)."""
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return str(path)
+
+
+def read_file(path):
+    """The text of path, or "" if it does not exist (yet)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

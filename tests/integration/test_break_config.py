@@ -10,22 +10,8 @@ import subprocess
 
 from harness import EXIT_OK, wait_until
 from harness.relay import RelayProcess, relay_bin
-from helpers import has_ids, insert_rows, wait_confirmed
+from helpers import has_ids, insert_rows, read_file, wait_confirmed, write_file
 
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
-    return str(path)
-
-
-def read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
 
 
 def config(case, log_file):
@@ -38,7 +24,7 @@ def test_unopenable_log_file_on_reload_keeps_the_old_log(case, tmp_path):
     log = str(tmp_path / "relay.log")
     bad = str(tmp_path / "no-such-dir" / "relay.log")
     conf_path = tmp_path / "relay.conf"
-    conf = write(conf_path, config(case, log))
+    conf = write_file(conf_path, config(case, log))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_RELAY_")}
     env.update(OUTBOX_RELAY_DBNAME=case.dsn, OUTBOX_RELAY_BROKERS=case.kafka.bootstrap)
     relay = RelayProcess(["-c", conf], os.path.join(case.env.base_dir, "relay-badlog.log"), env=env)
@@ -53,29 +39,29 @@ def test_unopenable_log_file_on_reload_keeps_the_old_log(case, tmp_path):
             insert_rows(conn, [{"work_id": work_id, "kind": "bl", "payload": {"id": work_id}}])
         finally:
             conn.close()
-        assert reader.read_until(has_ids([work_id]), 30), read(log)
-        wait_until(lambda: 'published work ID "%s"' % work_id in read(log), 30,
+        assert reader.read_until(has_ids([work_id]), 30), read_file(log)
+        wait_until(lambda: 'published work ID "%s"' % work_id in read_file(log), 30,
                    what="%s in %s" % (work_id, log))
 
     publish("bl-1")
-    write(conf_path, config(case, bad))
+    write_file(conf_path, config(case, bad))
     os.kill(relay.pid, signal.SIGHUP)
     want = 'cannot open log file "%s": No such file or directory; logging goes on to "%s"' % (bad, log)
-    wait_until(lambda: "SIGHUP: reloading" in read(log) and "logging goes on" in read(log), 30,
+    wait_until(lambda: "SIGHUP: reloading" in read_file(log) and "logging goes on" in read_file(log), 30,
                what="the refused log file")
-    assert want in read(log), read(log)
+    assert want in read_file(log), read_file(log)
     publish("bl-2")
 
     # Two more reloads with the file unchanged: the log stays where it is, by its name.
     for n in (3, 4):
         os.kill(relay.pid, signal.SIGHUP)
-        wait_until(lambda: read(log).count("SIGHUP: reloading") >= n - 1, 30, what="reload %d" % n)
+        wait_until(lambda: read_file(log).count("SIGHUP: reloading") >= n - 1, 30, what="reload %d" % n)
         publish("bl-%d" % n)
-    assert not re.search(r"cannot reopen log file", read(log)), read(log)
+    assert not re.search(r"cannot reopen log file", read_file(log)), read_file(log)
     assert sorted(os.listdir(tmp_path)) == ["relay.conf", "relay.log"], os.listdir(tmp_path)
 
-    assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
-    assert "info: stopped:" in read(log), read(log)
+    assert relay.stop(signal.SIGTERM) == EXIT_OK, read_file(log)
+    assert "info: stopped:" in read_file(log), read_file(log)
 
 
 def test_sighup_storm_while_streaming(case, tmp_path):
@@ -85,7 +71,7 @@ def test_sighup_storm_while_streaming(case, tmp_path):
     log = str(tmp_path / "relay.log")
     conf_path = tmp_path / "relay.conf"
     good = config(case, log).replace("log-level = debug", "log-level = info")
-    conf = write(conf_path, good)
+    conf = write_file(conf_path, good)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_RELAY_")}
     env.update(OUTBOX_RELAY_DBNAME=case.dsn, OUTBOX_RELAY_BROKERS=case.kafka.bootstrap)
     relay = RelayProcess(["-c", conf], os.path.join(case.env.base_dir, "relay-storm.log"), env=env)
@@ -97,21 +83,21 @@ def test_sighup_storm_while_streaming(case, tmp_path):
     ids, last = [], None
     for i in range(300):
         if i % 50 == 25:
-            write(conf_path, good + "max-inflight-messages = 0\n")
+            write_file(conf_path, good + "max-inflight-messages = 0\n")
         elif i % 50 == 0:
-            write(conf_path, good)
+            write_file(conf_path, good)
         os.kill(relay.pid, signal.SIGHUP)
         if i % 3 == 0:
             last = insert_rows(conn, [{"work_id": "st-%d" % i, "kind": "bl", "payload": {"i": i}}])
             ids.append("st-%d" % i)
-    assert reader.read_until(has_ids(ids), 60), read(log)
+    assert reader.read_until(has_ids(ids), 60), read_file(log)
     wait_confirmed(case, last.lsn_before, timeout=60)
-    assert relay.alive, read(log)
-    text = read(log)
+    assert relay.alive, read_file(log)
+    text = read_file(log)
     assert "cannot reload the configuration, keeping the current settings: %s:" % conf in text, text
     assert "max-inflight-messages \"0\"" in text, text
     assert text.count("streaming from slot") == 1, text   # never reconnected
-    assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
+    assert relay.stop(signal.SIGTERM) == EXIT_OK, read_file(log)
 
 
 def test_log_file_with_stderr_closed(case, tmp_path):
@@ -132,16 +118,16 @@ def test_log_file_with_stderr_closed(case, tmp_path):
                                 preexec_fn=close_stderr)
     try:
         reader = case.reader([case.topic("bl")])
-        wait_until(lambda: "streaming from slot" in read(log) or proc.poll() is not None, 60,
+        wait_until(lambda: "streaming from slot" in read_file(log) or proc.poll() is not None, 60,
                    what="streaming, in the log file")
         conn = case.connect(autocommit=False)
         insert_rows(conn, [{"work_id": "fd2-1", "kind": "bl", "payload": {}}])
-        assert reader.read_until(has_ids(["fd2-1"]), 30), read(log)
-        wait_until(lambda: 'published work ID "fd2-1"' in read(log) or proc.poll() is not None, 30,
+        assert reader.read_until(has_ids(["fd2-1"]), 30), read_file(log)
+        wait_until(lambda: 'published work ID "fd2-1"' in read_file(log) or proc.poll() is not None, 30,
                    what="the row's debug line in the log file")
-        assert proc.poll() is None, read(log)
+        assert proc.poll() is None, read_file(log)
         # fd 2 is the log file, nothing else
         assert os.readlink("/proc/%d/fd/2" % proc.pid) == log
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == EXIT_OK, read(log)
+        assert proc.wait(60) == EXIT_OK, read_file(log)

@@ -6,7 +6,7 @@ are, so rows with a tiny payload and large headers must be bounded by
 row of the outbox in memory."""
 
 import pytest
-from harness import EXIT_OK, KafkaBroker, procs
+from harness import EXIT_OK, procs
 from helpers import has_ids, insert_rows, wait_confirmed
 from prometheus_client.parser import text_string_to_metric_families
 import urllib.request
@@ -20,11 +20,8 @@ def scrape(port):
 
 
 @pytest.fixture
-def broker(env, case):
-    b = KafkaBroker(env.base_dir, name=case.name + "-kafka")
-    b.start()
-    yield b
-    b.kill()
+def broker(own_broker):
+    return own_broker
 
 
 def test_header_bytes_count_against_the_inflight_bound(case, broker):

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from harness import EXIT_OK, KafkaBroker, procs
+from harness import EXIT_OK, procs
 from helpers import has_ids, insert_rows, simple_rows, wait_confirmed
 
 
@@ -67,11 +67,8 @@ def test_idle_connections_do_not_lock_out_healthz(case):
 
 
 @pytest.fixture
-def broker(env, case):
-    b = KafkaBroker(env.base_dir, name=case.name + "-kafka")
-    b.start()
-    yield b
-    b.kill()
+def broker(own_broker):
+    return own_broker
 
 
 def readyz(port):

@@ -10,24 +10,10 @@ import signal
 
 from harness import EXIT_OK, EXIT_USAGE, run_relay, wait_until
 from harness.relay import RelayProcess
-from helpers import has_ids, insert_rows
+from helpers import has_ids, insert_rows, read_file, write_file
 
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
-
-def write(path, text, mode=0o600):
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, mode)
-    return str(path)
-
-
-def read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
 
 
 def relay_env(**extra):
@@ -69,8 +55,8 @@ def test_file_and_environment_with_no_secret_on_the_command_line(case, tmp_path)
     """Settings from the file, overridden by the environment (the file names a
     broker that does not exist), the conninfo from a *_FILE secret: the command
     line holds only -c FILE, and a row is published."""
-    conninfo = write(tmp_path / "conninfo", case.dsn + "\n", 0o400)
-    conf = write(tmp_path / "relay.conf", base_config(case, brokers="127.0.0.1:1"))
+    conninfo = write_file(tmp_path / "conninfo", case.dsn + "\n", 0o400)
+    conf = write_file(tmp_path / "relay.conf", base_config(case, brokers="127.0.0.1:1"))
     env = relay_env(OUTBOX_RELAY_BROKERS=case.kafka.bootstrap,
                     OUTBOX_RELAY_DBNAME_FILE=conninfo, OUTBOX_RELAY_SLOTT="typo")
     reader = case.reader([case.topic("cfg")])
@@ -94,7 +80,7 @@ def test_file_and_environment_with_no_secret_on_the_command_line(case, tmp_path)
 def test_kafka_property_from_a_file_reaches_librdkafka(case, tmp_path):
     """OUTBOX_RELAY_KAFKA_LINGER_MS_FILE's content is the value librdkafka is
     given (it refuses this one: exit 2, naming it)."""
-    value = write(tmp_path / "linger", "soon\n", 0o400)
+    value = write_file(tmp_path / "linger", "soon\n", 0o400)
     rc, out = run_relay(["-d", case.dsn, "-b", case.kafka.bootstrap, "-S", case.slot], timeout=30,
                         env=relay_env(OUTBOX_RELAY_KAFKA_LINGER_MS_FILE=value))
     assert rc == EXIT_USAGE, out
@@ -102,12 +88,12 @@ def test_kafka_property_from_a_file_reaches_librdkafka(case, tmp_path):
 
 
 def test_file_errors_name_file_and_line(case, tmp_path):
-    conf = write(tmp_path / "bad.conf", "slot = a\n\nslott = b\n")
+    conf = write_file(tmp_path / "bad.conf", "slot = a\n\nslott = b\n")
     rc, out = run_relay(["-c", conf], timeout=10, env=relay_env())
     assert rc == EXIT_USAGE, out
     assert '%s:3: unknown setting "slott"' % conf in out, out
 
-    conf = write(tmp_path / "unsafe.conf", "slot = a\nkafka.acks = 1\n")
+    conf = write_file(tmp_path / "unsafe.conf", "slot = a\nkafka.acks = 1\n")
     rc, out = run_relay(["-c", conf], timeout=10, env=relay_env())
     assert rc == EXIT_USAGE, out
     assert "%s:2: kafka.acks=1 refused" % conf in out, out
@@ -118,27 +104,27 @@ def test_sighup_reloads_log_level_and_reopens_the_log(case, tmp_path):
     log = tmp_path / "relay.log"
     conf_path = tmp_path / "relay.conf"
     env = relay_env(OUTBOX_RELAY_DBNAME=case.dsn, OUTBOX_RELAY_BROKERS=case.kafka.bootstrap)
-    conf = write(conf_path, base_config(case, log_file=log, log_level="info"))
+    conf = write_file(conf_path, base_config(case, log_file=log, log_level="info"))
     reader = case.reader([case.topic("cfg")])
     relay = start(case, ["-c", conf], "relay-hup.log", env)
 
     def logged(pattern, path=log):
-        return lambda: re.search(pattern, read(path), re.M)
+        return lambda: re.search(pattern, read_file(path), re.M)
 
     insert(case, "hup-1")
-    assert reader.read_until(has_ids(["hup-1"]), 30), read(log)
-    assert re.search(r"^\S+Z outbox-relay: info: streaming from slot", read(log), re.M), read(log)
-    assert "debug:" not in read(log), read(log)
+    assert reader.read_until(has_ids(["hup-1"]), 30), read_file(log)
+    assert re.search(r"^\S+Z outbox-relay: info: streaming from slot", read_file(log), re.M), read_file(log)
+    assert "debug:" not in read_file(log), read_file(log)
 
     # log level: debug lines after SIGHUP; a slot change is refused until restart
-    write(conf_path, base_config(case, log_file=log, log_level="debug").replace(
+    write_file(conf_path, base_config(case, log_file=log, log_level="debug").replace(
         "slot = %s" % case.slot, "slot = other_slot"))
     os.kill(relay.pid, signal.SIGHUP)
     wait_until(logged(r"reloaded log-level: debug \(was info\)"), 30, what="log-level reloaded")
     wait_until(logged(r'warning: setting "slot" changed: it takes effect only after a restart'),
                30, what="slot change refused")
     insert(case, "hup-2")
-    assert reader.read_until(has_ids(["hup-2"]), 30), read(log)
+    assert reader.read_until(has_ids(["hup-2"]), 30), read_file(log)
     wait_until(logged(r'debug: published work ID "hup-2"'), 30, what="debug line of hup-2")
     assert case.slot_info()["active"], "the relay left its slot"
 
@@ -148,13 +134,13 @@ def test_sighup_reloads_log_level_and_reopens_the_log(case, tmp_path):
     os.kill(relay.pid, signal.SIGHUP)
     wait_until(logged("SIGHUP: reloading the configuration"), 30, what="a new log file")
     insert(case, "hup-3")
-    assert reader.read_until(has_ids(["hup-3"]), 30), read(log)
+    assert reader.read_until(has_ids(["hup-3"]), 30), read_file(log)
     wait_until(logged(r'debug: published work ID "hup-3"'), 30, what="hup-3 in the new log")
-    assert "hup-3" not in read(rotated), "the moved file still gets lines"
-    assert "hup-2" in read(rotated)
+    assert "hup-3" not in read_file(rotated), "the moved file still gets lines"
+    assert "hup-2" in read_file(rotated)
 
-    assert relay.stop(signal.SIGTERM) == EXIT_OK, read(log)
-    assert "outbox-relay: info: stopped:" in read(log), read(log)
+    assert relay.stop(signal.SIGTERM) == EXIT_OK, read_file(log)
+    assert "outbox-relay: info: stopped:" in read_file(log), read_file(log)
 
 
 def test_json_log_lines(case, tmp_path):
