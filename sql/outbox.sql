@@ -1,7 +1,8 @@
 -- SPDX-License-Identifier: Apache-2.0
 --
 -- The outbox table outbox-relay publishes from, the outbox_enqueue()
--- function that writes to it, and how to clean it up.
+-- function that writes to it, outbox_emit() that writes a message without a
+-- row, and how to clean the table up.
 --
 -- Write one row per message in the same transaction as the business change
 -- that calls for it: the row commits if and only if the change commits.
@@ -33,6 +34,26 @@
 -- with the relay's --id-column, --key-column, --payload-column and
 -- --headers-column options. The relay's login: sql/role.sql. Watching the
 -- slot: sql/monitoring.sql.
+
+-- The prefix of outbox_emit()'s messages (below): -v message_prefix=...,
+-- default outbox. Refused before anything is created when the relay's
+-- --message-prefix could not take it.
+\if :{?message_prefix}
+\else
+\set message_prefix outbox
+\endif
+SET outbox.message_prefix = :'message_prefix';
+DO $$
+BEGIN
+    IF current_setting('outbox.message_prefix') !~ '^[A-Za-z0-9_.:/-]{1,128}$' THEN
+        RAISE EXCEPTION 'message_prefix "%" cannot be a --message-prefix',
+                        current_setting('outbox.message_prefix')
+            USING ERRCODE = '22023',
+                  HINT = 'Use 1 to 128 ASCII letters, digits and _ . : / - (wal2json''s '
+                         'add-msg-prefixes cannot name a blank, a comma or a backslash).';
+    END IF;
+END $$;
+RESET outbox.message_prefix;
 
 -- The relay's rules for the headers column (src/record.c checks the same):
 -- NULL, or an object of at most 64 string values whose names have 1 to 255
@@ -193,6 +214,85 @@ BEGIN
 END;
 $$;
 
+-- outbox_emit() - write one message to the WAL only, without a row: a
+-- transactional logical message for a relay started with
+-- --message-prefix=outbox (README, "An outbox with no table").
+--
+--     BEGIN;
+--     INSERT INTO orders ...;
+--     SELECT outbox_emit('order-103-ack', 'order_received',
+--             '{"order_id":103,"customer_id":1,"total":"29.00"}');
+--     COMMIT;
+--
+-- Same arguments as outbox_enqueue(), and the relay publishes the same key,
+-- value, topic and headers as for a row of this table with these values
+-- (ce_source names the message prefix instead of the table). The message is
+-- pg_logical_emit_message(true, prefix, envelope): it reaches the WAL, and so
+-- the relay, if and only if the transaction commits. It returns that
+-- function's LSN (just past the message's WAL record), the one the relay's
+-- logs and errors name for the message. It leaves no row: no
+-- table to vacuum or clean up, but also
+--   * nothing to compare a repeat against: calling it twice with one work ID
+--     publishes twice (receivers deduplicate; outbox_enqueue() would have
+--     returned false, or raised WK001 for a changed payload);
+--   * nothing to republish from if the slot is lost: a message the relay
+--     had not published when the slot was dropped or invalidated is gone.
+--
+-- The envelope (src/envelope.h): {"version": 1, "columns": {"work_id": ...,
+-- "kind": ..., "payload": "<the jsonb's text>", "entity_id": ..., "headers":
+-- "<the jsonb's text>" or null}}. It raises, before anything reaches the
+-- WAL, where the relay would find the message unpublishable: 22004 for a NULL
+-- work ID, kind or payload (the table's NOT NULL), 22023 for an empty work
+-- ID, 23514 for headers outbox_headers_valid() refuses (the table's CHECK),
+-- 54000 for an envelope over 16 MiB (the relay's bound). The prefix is fixed
+-- when this file is loaded (psql -v message_prefix=..., default outbox:
+-- letters, digits and _ . : / - only, as the relay's --message-prefix) and
+-- read back with outbox_message_prefix(). The caller needs nothing but
+-- EXECUTE on it (PUBLIC has it on pg_logical_emit_message()).
+CREATE FUNCTION outbox_message_prefix() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN :'message_prefix';
+
+CREATE FUNCTION outbox_emit(p_work_id text, p_kind text, p_payload jsonb,
+                            p_entity_id text DEFAULT NULL, p_headers jsonb DEFAULT NULL)
+RETURNS pg_lsn
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    envelope text;
+BEGIN
+    IF p_work_id IS NULL OR p_kind IS NULL OR p_payload IS NULL THEN
+        RAISE EXCEPTION 'outbox_emit(): the % is NULL',
+                        CASE WHEN p_work_id IS NULL THEN 'work ID'
+                             WHEN p_kind IS NULL THEN 'kind' ELSE 'payload' END
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_work_id = '' THEN
+        RAISE EXCEPTION 'outbox_emit(): the work ID is empty'
+            USING ERRCODE = '22023',
+                  HINT = 'A work ID names one intention; receivers deduplicate on it.';
+    END IF;
+    IF NOT outbox_headers_valid(p_headers) THEN
+        RAISE EXCEPTION 'outbox_emit(): the headers % break the relay''s rules', p_headers
+            USING ERRCODE = '23514',
+                  HINT = 'NULL, or an object of at most 64 string values whose names have 1 to '
+                         '255 bytes and do not begin with ce_ or outbox_relay_ nor are '
+                         'content-type.';
+    END IF;
+    envelope := jsonb_build_object('version', 1, 'columns', jsonb_build_object(
+        'work_id', p_work_id, 'kind', p_kind, 'payload', p_payload::text,
+        'entity_id', p_entity_id, 'headers', p_headers::text))::text;
+    IF octet_length(envelope) > 16777216 THEN
+        RAISE EXCEPTION 'outbox_emit(): the message of work ID "%" has % bytes, more than the '
+                        '16777216 the relay takes', p_work_id, octet_length(envelope)
+            USING ERRCODE = '54000',
+                  HINT = 'Publish large messages from the outbox table (outbox_enqueue()).';
+    END IF;
+    RETURN pg_logical_emit_message(true, outbox_message_prefix(), envelope);
+END;
+$$;
+
 -- Cleanup
 --
 -- The relay never reads this table, so deleting rows never makes it lose or
@@ -253,3 +353,85 @@ $$;
 --     only while the retention exceeds the relay's lag (the time from commit
 --     to the slot's confirmed_flush_lsn); watch that lag with
 --     sql/monitoring.sql.
+
+-- The guard: refuse DDL that would let outbox rows bypass the WAL.
+--
+-- Rows of an UNLOGGED (or TEMPORARY) table are not written to the WAL, so
+-- logical decoding never sees them: rows inserted while the outbox was
+-- unlogged are never published, not even after ALTER TABLE ... SET LOGGED
+-- (which copies the table into the WAL as pages, not as inserts). A table
+-- renamed or moved to another schema is one the relay no longer reads (it
+-- follows names, --table). The running relay checks both on its side
+-- connection and stops (exit 3) without confirming past them, but a round
+-- trip through UNLOGGED that fits between two of its checks cannot be seen
+-- from outside. This event trigger refuses such DDL where it happens, for the
+-- tables registered in outbox_guard (the table above is; add others with
+-- SELECT outbox_guard_protect('schema.table')). DROP TABLE is allowed: the
+-- relay stops when its table is gone. Event triggers need a superuser; the
+-- file skips the trigger (with a notice) for other roles.
+
+CREATE TABLE outbox_guard (
+    relid       oid PRIMARY KEY,     -- pg_class.oid of a protected outbox table
+    schema_name name NOT NULL,       -- its name when it was protected
+    table_name  name NOT NULL
+);
+
+CREATE FUNCTION outbox_guard_protect(t regclass) RETURNS void
+LANGUAGE sql
+AS $$
+    INSERT INTO outbox_guard (relid, schema_name, table_name)
+    SELECT c.oid, n.nspname, c.relname
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = t
+    ON CONFLICT (relid) DO UPDATE SET schema_name = excluded.schema_name,
+                                      table_name = excluded.table_name
+$$;
+
+CREATE FUNCTION outbox_guard_check() RETURNS event_trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    cmd record;
+    g record;
+BEGIN
+    FOR cmd IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
+               WHERE object_type = 'table' LOOP
+        SELECT o.schema_name, o.table_name, n.nspname AS now_schema, c.relname AS now_name,
+               c.relpersistence
+          INTO g
+          FROM outbox_guard o
+          JOIN pg_catalog.pg_class c ON c.oid = o.relid
+          JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+         WHERE o.relid = cmd.objid;
+        CONTINUE WHEN NOT FOUND;
+        IF g.relpersistence <> 'p' THEN
+            RAISE EXCEPTION 'outbox table "%"."%" must stay LOGGED', g.schema_name, g.table_name
+                USING ERRCODE = 'WK003',
+                      DETAIL = 'Rows of an unlogged table never reach the WAL, so outbox-relay '
+                               'never publishes them, not even after SET LOGGED.',
+                      HINT = 'Drop the table from outbox_guard first if this is really meant.';
+        END IF;
+        IF g.now_schema <> g.schema_name OR g.now_name <> g.table_name THEN
+            RAISE EXCEPTION 'outbox table "%"."%" must keep its name (now "%"."%")',
+                            g.schema_name, g.table_name, g.now_schema, g.now_name
+                USING ERRCODE = 'WK003',
+                      DETAIL = 'outbox-relay reads its tables by name (--table): rows inserted '
+                               'under another name are not published.',
+                      HINT = 'Stop the relay, change its --table, and re-register the table with '
+                             'outbox_guard_protect() in the same change.';
+        END IF;
+    END LOOP;
+END;
+$$;
+
+DO $$ BEGIN PERFORM outbox_guard_protect('outbox'); END $$;
+
+SELECT rolsuper AS outbox_guard_superuser FROM pg_catalog.pg_roles
+ WHERE rolname = current_user \gset
+\if :outbox_guard_superuser
+CREATE EVENT TRIGGER outbox_guard ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION outbox_guard_check();
+\else
+\echo 'outbox_guard: not a superuser, so no event trigger; the relay still stops on an unlogged or renamed outbox'
+\endif

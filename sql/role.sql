@@ -55,11 +55,12 @@
 -- (pg_settings, pg_class, pg_attribute, pg_replication_slots: readable by
 -- every role), counts the outbox's rows when it creates the slot (the SELECT
 -- below), calls pg_create_logical_replication_slot() for --create-slot, and
--- streams with START_REPLICATION. It never writes to any table. Debian's
--- output_plugin_libraries setting is hidden from such a role, so the
--- relay's startup cannot read it; `outbox-relay check` still finds out by
--- creating a temporary slot, and otherwise creating the slot or streaming
--- fails with the server's own message.
+-- streams with START_REPLICATION. It never writes to any table. The
+-- output_plugin_libraries setting (PostgreSQL 14.24, 15.19, 16.15, 17.11,
+-- 18.6 and later minors; sql/server.sql sets it) is hidden from such a role,
+-- so the relay's startup cannot read it; `outbox-relay check` still finds
+-- out by creating a temporary slot, and otherwise creating the slot or
+-- streaming fails with the server's own message.
 
 \if :{?relay_role}
 \else

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "lsn.h"
 #include "pgstream.h"
 #include "preflight.h"
@@ -34,8 +35,13 @@ struct check {
         const char *const *tcols;
         size_t ntcols;
         bool tables_ok;        /* every table exists with its columns and may be read */
+        bool slot_exists;      /* the configured slot exists (rows after its catalog_xmin are pending) */
+        char bad_example[600]; /* why the first template value gives no valid topic */
         char **topics;         /* topics to look for in the cluster */
         size_t ntopics;
+        char system_id[32];    /* IDENTIFY_SYSTEM's, when the replication connection worked */
+        bool have_slot;        /* the slot exists and is the relay's kind */
+        uint64_t slot_lsn;     /* its confirmed_flush_lsn */
         int nomem;
 };
 
@@ -198,32 +204,63 @@ static void check_tables(struct check *ck)
         }
 }
 
-/* The transactions a slot's creation waits for, as text for the timeout message. */
-static void running_transactions(struct check *ck, char *buf, size_t size)
+/* --column-header: each outbox table has every column published as a header. */
+static void check_header_columns(struct check *ck)
 {
-        PGresult *r = PQexec(ck->c,
-                "SELECT pid, usename, application_name, state, "
-                "extract(epoch FROM now() - xact_start)::bigint FROM pg_stat_activity "
-                "WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() "
-                "ORDER BY xact_start LIMIT 5");
+        const struct relay_config *conf = ck->conf;
+        char err[1024], tn[600], cols[1024], name[sizeof(((struct check_item *)0)->name)];
         size_t o = 0;
 
-        buf[0] = '\0';
-        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) {
-                append(buf, size, &o, "; transactions holding it up (pg_stat_activity): ");
-                for (int i = 0; i < PQntuples(r); i++)
-                        append(buf, size, &o, "%sPID %s (user \"%s\", application \"%s\", %s for %s s)",
-                               i ? ", " : "", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-                               PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4));
+        if (conf->ncolumn_headers == 0)
+                return;
+        cols[0] = '\0';
+        for (size_t i = 0; i < conf->ncolumn_headers; i++)
+                append(cols, sizeof(cols), &o, "%s\"%s\" (header \"%s\")", i ? ", " : "",
+                       conf->column_headers[i].column, conf->column_headers[i].header);
+        for (size_t i = 0; i < conf->ntables; i++) {
+                const struct table_name *t = &conf->tables[i];
+                int r;
+
+                table_name(t, tn, sizeof(tn));
+                snprintf(name, sizeof(name), "header columns of %.290s", tn);
+                r = preflight_check_header_columns(ck->c, conf, t, err, sizeof(err));
+                if (r == -ENOENT)
+                        skip(ck, name, "the table is missing");
+                else if (r < 0)
+                        add(ck, CHECK_FAIL, name, "%s", err);
+                else
+                        add(ck, CHECK_PASS, name, "%s present", cols);
         }
+}
+
+/*
+ * Whether wal2json is installed, when the server refuses it as not listed
+ * (which it says before looking for the file): a superuser can LOAD the
+ * library on the ordinary connection. Writes "; it is installed" or the like
+ * into @buf, or "" when this role cannot tell.
+ */
+static void installed_hint(struct check *ck, char *buf, size_t size)
+{
+        PGresult *r;
+        const char *state;
+
+        buf[0] = '\0';
+        if (!ck->set.rolsuper)
+                return;
+        r = PQexec(ck->c, "LOAD 'wal2json'");
+        state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (PQresultStatus(r) == PGRES_COMMAND_OK)
+                snprintf(buf, size, "; the library is installed (LOAD 'wal2json' works)");
+        else if (state && strcmp(state, "58P01") == 0)
+                snprintf(buf, size, "; it is not installed either: install it where PostgreSQL runs "
+                         "(Debian and Ubuntu: apt-get install postgresql-%d-wal2json)",
+                         ck->set.server_version_num / 10000);
         PQclear(r);
 }
 
 static void check_wal2json(struct check *ck)
 {
-        char err[1024], hint[1200], state[6] = "", slot[64], lsn[LSN_STRLEN];
-        struct pgstream_system sys;
-        struct pgstream *s = NULL;
+        char err[1024], hint[1600], fix[2400], state[6] = "", slot[64], lsn[LSN_STRLEN], sql[128];
         uint64_t at;
         int r;
 
@@ -231,40 +268,165 @@ static void check_wal2json(struct check *ck)
                 skip(ck, "wal2json", "needs wal_level logical and a role with REPLICATION");
                 return;
         }
-        r = pgstream_connect(ck->conf->conninfo, &s, &sys, err, sizeof(err));
-        if (r < 0) {
-                add(ck, CHECK_FAIL, "wal2json", "cannot open a replication connection: %s; fix: allow "
-                    "role \"%s\" to connect for replication in pg_hba.conf (host replication %s ...)",
-                    err, ck->set.user, ck->set.user);
-                return;
-        }
         snprintf(slot, sizeof(slot), "outbox_relay_check_%ld", (long)getpid());
-        r = pgstream_create_slot(s, slot, "wal2json", true, PREFLIGHT_PROBE_TIMEOUT_MS, &at, err,
-                                 sizeof(err), state);
+        r = preflight_create_slot(ck->c, slot, "wal2json", true, PREFLIGHT_PROBE_TIMEOUT_MS, &at, err,
+                                  sizeof(err), state);
         if (r == 0) {
+                /* A temporary slot would go with the connection; drop it now all the same. */
+                snprintf(sql, sizeof(sql), "SELECT pg_drop_replication_slot('%s')", slot);
+                PQclear(PQexec(ck->c, sql));
                 add(ck, CHECK_PASS, "wal2json", "loads: temporary slot \"%s\" created at %s and "
-                    "dropped", slot, lsn_format(at, lsn));
+                    "dropped%s%s%s", slot, lsn_format(at, lsn),
+                    ck->set.has_output_plugin_libraries ? "; output_plugin_libraries is '" : "",
+                    ck->set.has_output_plugin_libraries ? ck->set.output_plugin_libraries : "",
+                    ck->set.has_output_plugin_libraries ? "'" : "");
         } else if (r == -ETIMEDOUT) {
-                running_transactions(ck, hint, sizeof(hint));
+                preflight_slot_blockers(ck->c, hint, sizeof(hint));
                 add(ck, CHECK_FAIL, "wal2json", "could not tell: creating a temporary slot did not "
                     "finish within %d s, because a slot's creation waits for the transactions "
-                    "running on the server to end%s; fix: run the check again when they have ended",
-                    PREFLIGHT_PROBE_TIMEOUT_MS / 1000, hint);
+                    "running on the server to end%s%s; fix: run the check again when they have ended",
+                    PREFLIGHT_PROBE_TIMEOUT_MS / 1000, hint[0] ? "; it waited for " : "", hint);
+        } else if (r == -ENOENT || strstr(err, "could not access file")) {
+                add(ck, CHECK_FAIL, "wal2json", "wal2json is not installed on the server: %s; fix: "
+                    "install it where PostgreSQL runs (Debian and Ubuntu: apt-get install "
+                    "postgresql-%d-wal2json; PGDG RPMs: wal2json_%d); no restart is needed",
+                    err, ck->set.server_version_num / 10000, ck->set.server_version_num / 10000);
+        } else if (r == -EACCES && strstr(err, "output_plugin_libraries")) {
+                preflight_plugin_fix(&ck->set, fix, sizeof(fix));
+                installed_hint(ck, hint, sizeof(hint));
+                add(ck, CHECK_FAIL, "wal2json", "wal2json is not allowed: %s (SQLSTATE %s); this "
+                    "server refuses output plugins that output_plugin_libraries does not list, to "
+                    "every role (PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6 and later minor "
+                    "releases)%s; fix: %s", err, state, hint, fix);
         } else {
-                if (preflight_check_plugin_libraries(&ck->set, hint, sizeof(hint)) == 0)
-                        snprintf(hint, sizeof(hint), "%s", strstr(err, "could not access file") ?
-                                 "fix: install wal2json on the server (Debian: postgresql-NN-wal2json)" :
-                                 strstr(err, "output_plugin_libraries") ?
-                                 "fix: as a superuser, add wal2json to output_plugin_libraries, one "
-                                 "quoted name each and keeping what SHOW output_plugin_libraries "
-                                 "lists, e.g. ALTER SYSTEM SET output_plugin_libraries = 'pgoutput', "
-                                 "'wal2json'; SELECT pg_reload_conf();" :
-                                 "fix: see the server's message");
-                add(ck, CHECK_FAIL, "wal2json",
-                    "cannot create a temporary slot with wal2json: %s%s%s%s; %s",
-                    err, state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "", hint);
+                add(ck, CHECK_FAIL, "wal2json", "%s%s%s%s; fix: see the server's message", err,
+                    state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "");
         }
-        pgstream_free(s);  /* a temporary slot goes with its connection */
+}
+
+/*
+ * The replication connection the relay streams over: pg_hba.conf must let
+ * the role in with replication=database, and the server (not a pooler in
+ * between) must answer IDENTIFY_SYSTEM.
+ */
+static void check_replication_connection(struct check *ck)
+{
+        struct pgstream_system sys;
+        struct pgstream *s = NULL;
+        char err[1024];
+        int r;
+
+        if (!(ck->set.rolreplication || ck->set.rolsuper)) {
+                skip(ck, "replication connection", "the role has no REPLICATION");
+                return;
+        }
+        r = pgstream_connect(ck->conf->conninfo, &s, &sys, err, sizeof(err));
+        if (r == -ECONNREFUSED)
+                add(ck, CHECK_FAIL, "replication connection", "cannot open a replication connection "
+                    "(replication=database): %s; fix: let role \"%s\" connect to database \"%s\" in "
+                    "pg_hba.conf (an ordinary \"host %s %s ...\" line matches this connection)", err,
+                    ck->set.user, ck->set.dbname, ck->set.dbname, ck->set.user);
+        else if (r == -EPROTONOSUPPORT)
+                add(ck, CHECK_FAIL, "replication connection", "the replication connection did not reach "
+                    "PostgreSQL's replication protocol: %s; fix: connect the relay to PostgreSQL "
+                    "directly, not through a connection pooler (PgBouncer, pgpool)", err);
+        else if (r < 0)
+                add(ck, CHECK_FAIL, "replication connection", "%s", err);
+        else
+                add(ck, CHECK_PASS, "replication connection", "IDENTIFY_SYSTEM: system %s, timeline %u, "
+                    "database \"%s\"", sys.system_id, sys.timeline, sys.dbname);
+        if (r == 0)
+                snprintf(ck->system_id, sizeof(ck->system_id), "%s", sys.system_id);
+        pgstream_free(s);
+}
+
+/* Whether outbox_emit() of sql/outbox.sql is in this database and writes @prefix; words in @buf. */
+static enum check_status emit_prefix(struct check *ck, const char *prefix, char *buf, size_t size)
+{
+        enum check_status st = CHECK_WARN;
+        PGresult *r = PQexec(ck->c, "SELECT pg_catalog.to_regprocedure('outbox_message_prefix()') "
+                                    "IS NOT NULL");
+
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+                snprintf(buf, size, "; cannot tell whether outbox_emit() is installed: %s",
+                         PQerrorMessage(ck->c));
+        } else if (strcmp(PQgetvalue(r, 0, 0), "t") != 0) {
+                snprintf(buf, size, "; outbox_emit() of sql/outbox.sql is not in database \"%s\" (or "
+                         "not on the search path): nothing writes these messages unless the "
+                         "application emits envelopes itself; fix: psql -v message_prefix=%s -f "
+                         "sql/outbox.sql", ck->set.dbname, prefix);
+        } else {
+                PQclear(r);
+                r = PQexec(ck->c, "SELECT outbox_message_prefix()");
+                if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+                        snprintf(buf, size, "; cannot read outbox_message_prefix(): %s",
+                                 PQerrorMessage(ck->c));
+                else if (strcmp(PQgetvalue(r, 0, 0), prefix) != 0)
+                        snprintf(buf, size, "; but outbox_emit() in this database writes prefix "
+                                 "\"%s\", which this relay does not publish; fix: --message-prefix=%s, "
+                                 "or load sql/outbox.sql with -v message_prefix=%s", PQgetvalue(r, 0, 0),
+                                 PQgetvalue(r, 0, 0), prefix);
+                else {
+                        snprintf(buf, size, "; outbox_emit() writes it");
+                        st = CHECK_PASS;
+                }
+        }
+        PQclear(r);
+        return st;
+}
+
+/*
+ * --message-prefix: the server's wal2json takes add-msg-prefixes (wal2json
+ * 2.0 and later: an output plugin refuses an option it does not know in its
+ * startup callback, "option ... is unknown"), probed by peeking at a new
+ * temporary slot with the option, which runs that callback and decodes
+ * nothing (up to the slot's own consistent point); then whether
+ * outbox_emit() writes that prefix.
+ */
+static void check_message_prefix(struct check *ck)
+{
+        const char *prefix = ck->conf->message_prefix;
+        char slot[64], err[1024], state[6] = "", words[600], lsn[LSN_STRLEN], sql[128];
+        const char *params[3] = {slot, lsn, prefix};
+        enum check_status verdict;
+        PGresult *res;
+        uint64_t at;
+        int r;
+
+        if (!prefix)
+                return;
+        if (strcmp(ck->set.wal_level, "logical") != 0 || !(ck->set.rolreplication || ck->set.rolsuper)) {
+                skip(ck, "message prefix", "needs wal_level logical and a role with REPLICATION");
+                return;
+        }
+        snprintf(slot, sizeof(slot), "outbox_relay_check_msg_%ld", (long)getpid());
+        r = preflight_create_slot(ck->c, slot, "wal2json", true, PREFLIGHT_PROBE_TIMEOUT_MS, &at, err,
+                                  sizeof(err), state);
+        if (r < 0) {
+                add(ck, CHECK_SKIP, "message prefix", "cannot probe add-msg-prefixes without a "
+                    "temporary wal2json slot (see the wal2json item): %s", err);
+                return;
+        }
+        lsn_format(at, lsn);
+        res = PQexecParams(ck->c, "SELECT count(*) FROM pg_catalog.pg_logical_slot_peek_changes($1, "
+                           "$2::pg_catalog.pg_lsn, NULL, 'format-version', '2', 'add-msg-prefixes', $3)",
+                           3, NULL, params, NULL, NULL, 0);
+        r = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -1;
+        snprintf(err, sizeof(err), "%s", PQerrorMessage(ck->c));
+        PQclear(res);
+        snprintf(sql, sizeof(sql), "SELECT pg_drop_replication_slot('%s')", slot);
+        PQclear(PQexec(ck->c, sql));
+        if (r < 0) {
+                add(ck, CHECK_FAIL, "message prefix", "the server's wal2json refused add-msg-prefixes=%s: "
+                    "%s; without it the relay cannot have the walsender send only these messages; fix: "
+                    "wal2json 2.0 or later where PostgreSQL runs (Debian and Ubuntu: apt-get install "
+                    "postgresql-%d-wal2json)", prefix, err, ck->set.server_version_num / 10000);
+                return;
+        }
+        verdict = emit_prefix(ck, prefix, words, sizeof(words));
+        add(ck, verdict, "message prefix", "\"%s\": wal2json takes add-msg-prefixes, so the walsender "
+            "sends only messages with this prefix; transactional ones are published, "
+            "non-transactional ones counted and never published%s", prefix, words);
 }
 
 static void check_slot(struct check *ck)
@@ -278,6 +440,7 @@ static void check_slot(struct check *ck)
                 add(ck, CHECK_FAIL, name, "%s", err);
                 return;
         }
+        ck->slot_exists = s.exists;
         if (!s.exists) {
                 add(ck, CHECK_WARN, name, "does not exist; fix: run `outbox-relay slot create` or "
                     "start with --create-slot (a new slot starts at the current WAL: rows committed "
@@ -288,9 +451,11 @@ static void check_slot(struct check *ck)
                 add(ck, CHECK_FAIL, name, "%s", err);
                 return;
         }
+        ck->have_slot = true;
+        ck->slot_lsn = s.confirmed_flush_lsn;
         if (s.active_pid)
-                add(ck, CHECK_WARN, name, "in use by PID %d (another relay?): this relay would wait "
-                    "as a warm standby until it is free", s.active_pid);
+                add(ck, CHECK_WARN, name, "in use by %s: a relay started now would wait as a warm "
+                    "standby until it is free", s.holder);
         else
                 add(ck, CHECK_PASS, name, "plugin wal2json, database \"%s\", confirmed_flush_lsn %s%s%s",
                     s.database, lsn_format(s.confirmed_flush_lsn, a),
@@ -300,6 +465,15 @@ static void check_slot(struct check *ck)
 static void check_server_limits(struct check *ck)
 {
         int64_t wst = ck->set.wal_sender_timeout_ms, si = ck->conf->status_interval_ms;
+        char err[1536];
+
+        if (preflight_check_sync_standby(&ck->set, err, sizeof(err)) < 0)
+                add(ck, CHECK_FAIL, "synchronous_standby_names", "%s", err);
+        else
+                add(ck, CHECK_PASS, "synchronous_standby_names", "%s%s%s: does not name this relay "
+                    "(application_name \"%s\")", ck->set.synchronous_standby_names[0] ? "'" : "",
+                    ck->set.synchronous_standby_names[0] ? ck->set.synchronous_standby_names : "empty",
+                    ck->set.synchronous_standby_names[0] ? "'" : "", ck->set.application_name);
 
         if (!ck->set.has_max_slot_wal_keep_size)
                 skip(ck, "max_slot_wal_keep_size", "PostgreSQL before 13 has no such setting: a "
@@ -346,18 +520,26 @@ static int add_topic(struct check *ck, const char *topic)
 /*
  * The topics the template gives for the distinct values in the outbox
  * tables (first CHECK_MAX_TEMPLATE_VALUES per table). Sets *ret_bad to the
- * values that give no valid topic. Returns 0, -EIO with the reason in @err.
+ * values that give no valid topic in rows the slot may not have confirmed
+ * (the relay will meet them: the xmin test of sql/monitoring.sql's
+ * oldest_unconfirmed_row, an upper bound), *ret_old to those in rows older
+ * than that (or all rows while the slot does not exist: a new slot starts
+ * after them). Returns 0, -EIO with the reason in @err.
  */
-static int template_topics(struct check *ck, size_t *ret_bad, char *err, size_t errlen)
+static int template_topics(struct check *ck, size_t *ret_bad, size_t *ret_old, char *err,
+                           size_t errlen)
 {
         const struct relay_config *conf = ck->conf;
+        char *slot = PQescapeLiteral(ck->c, conf->slot, strlen(conf->slot));
 
-        *ret_bad = 0;
+        *ret_bad = *ret_old = 0;
+        if (!slot)
+                return -ENOMEM;
         for (size_t i = 0; i < conf->ntables; i++) {
                 const struct table_name *t = &conf->tables[i];
                 char *sql, *s, *n;
                 const char **vals;
-                size_t size = 256, o = 0;
+                size_t size = 512 + strlen(slot), o = 0;
                 PGresult *r;
 
                 size += (strlen(t->schema) + strlen(t->table)) * 2;
@@ -368,19 +550,21 @@ static int template_topics(struct check *ck, size_t *ret_bad, char *err, size_t 
                 if (!sql || !vals) {
                         free(sql);
                         free(vals);
+                        PQfreemem(slot);
                         return -ENOMEM;
                 }
                 append(sql, size, &o, "SELECT DISTINCT ");
                 for (size_t k = 0; k < ck->ntcols; k++) {
                         char *c = PQescapeIdentifier(ck->c, ck->tcols[k], strlen(ck->tcols[k]));
 
-                        append(sql, size, &o, "%s%s::text", k ? ", " : "", c ? c : "");
+                        append(sql, size, &o, "o.%s::text, ", c ? c : "");
                         PQfreemem(c);
                 }
                 s = PQescapeIdentifier(ck->c, t->schema, strlen(t->schema));
                 n = PQescapeIdentifier(ck->c, t->table, strlen(t->table));
-                append(sql, size, &o, " FROM %s.%s LIMIT %d", s ? s : "", n ? n : "",
-                       CHECK_MAX_TEMPLATE_VALUES);
+                append(sql, size, &o, "coalesce(age(o.xmin) <= (SELECT age(catalog_xmin) FROM "
+                       "pg_replication_slots WHERE slot_name = %s), false) FROM %s.%s AS o LIMIT %d",
+                       slot, s ? s : "", n ? n : "", CHECK_MAX_TEMPLATE_VALUES);
                 PQfreemem(s);
                 PQfreemem(n);
                 r = PQexec(ck->c, sql);
@@ -389,23 +573,29 @@ static int template_topics(struct check *ck, size_t *ret_bad, char *err, size_t 
                         snprintf(err, errlen, "%s", PQresultErrorMessage(r));
                         PQclear(r);
                         free(vals);
+                        PQfreemem(slot);
                         return -EIO;
                 }
                 for (int row = 0; row < PQntuples(r); row++) {
+                        bool pending = strcmp(PQgetvalue(r, row, (int)ck->ntcols), "t") == 0;
                         const char *topic = NULL;
                         char rerr[512];
 
                         for (size_t k = 0; k < ck->ntcols; k++)
                                 vals[k] = PQgetisnull(r, row, (int)k) ? NULL
                                                                       : PQgetvalue(r, row, (int)k);
-                        if (record_render_topic(ck->spec, vals, &topic, rerr, sizeof(rerr)) < 0)
-                                (*ret_bad)++;
-                        else if (add_topic(ck, topic) < 0)
+                        if (record_render_topic(ck->spec, vals, &topic, rerr, sizeof(rerr)) < 0) {
+                                (*(pending ? ret_bad : ret_old))++;
+                                if (!ck->bad_example[0] || pending)
+                                        snprintf(ck->bad_example, sizeof(ck->bad_example), "%s", rerr);
+                        } else if (add_topic(ck, topic) < 0) {
                                 ck->nomem = 1;
+                        }
                 }
                 PQclear(r);
                 free(vals);
         }
+        PQfreemem(slot);
         return 0;
 }
 
@@ -484,12 +674,119 @@ static void ignore_report(void *ctx, const struct producer_report *report)
         (void)report;
 }
 
-static void ignore_error(void *ctx, int fatal, int err, const char *reason)
+static void ignore_event(void *ctx, enum producer_event event, const struct producer_error *error)
 {
         (void)ctx;
-        (void)fatal;
-        (void)err;
-        (void)reason;
+        (void)event;
+        (void)error;
+}
+
+/*
+ * The checkpoint record: the topic is there (or the relay may create it), and
+ * the newest checkpoint of the slot agrees with the slot and this
+ * configuration, or the relay would stop at once (exit 3).
+ */
+static void check_checkpoint(struct check *ck, struct producer *p, const char **props)
+{
+        const struct relay_config *conf = ck->conf;
+        const char *topic = conf->checkpoint_topic;
+        struct checkpoint_source src = {conf->brokers, props, conf->nprops, topic};
+        struct checkpoint c;
+        char err[1024], key[512], mapping[CHECKPOINT_MAPPING_MAX], digest[17], name[320], policy[64] = "";
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+        bool exists = false, found, no_topic;
+        int32_t broker;
+
+        snprintf(name, sizeof(name), "checkpoint topic \"%s\"", topic);
+        if (producer_topics_exist(p, &topic, 1, PREFLIGHT_PROBE_TIMEOUT_MS, &exists, &broker, err,
+                                  sizeof(err)) < 0) {
+                add(ck, CHECK_FAIL, name, "cannot read the cluster's topics: %s", err);
+                return;
+        }
+        if (!exists)
+                add(ck, CHECK_WARN, name, "does not exist yet: the relay creates it (compacted, one "
+                    "partition) at its first start, which needs CREATE; fix, to make it yourself: "
+                    "kafka-topics.sh --create --topic %s --partitions 1 --config cleanup.policy=compact, "
+                    "and grant the relay READ, WRITE and DESCRIBE on it", topic);
+        else if (producer_topic_config(p, topic, "cleanup.policy", PREFLIGHT_PROBE_TIMEOUT_MS, policy,
+                                       sizeof(policy), err, sizeof(err)) == 0 && !strstr(policy, "compact"))
+                add(ck, CHECK_WARN, name, "cleanup.policy=%s: retention can delete the newest "
+                    "checkpoint; fix: kafka-configs.sh --alter --entity-type topics --entity-name %s "
+                    "--add-config cleanup.policy=compact", policy, topic);
+        else
+                add(ck, CHECK_PASS, name, "exists%s%s", policy[0] ? ", cleanup.policy=" : "", policy);
+        snprintf(name, sizeof(name), "checkpoint of slot \"%s\"", conf->slot);
+        if (exists && ck->slot_exists && !ck->have_slot) {
+                /* Invalidated, of another plugin or database: the slot's own item says what to do. */
+                skip(ck, name, "the slot is not usable (see its item)");
+                return;
+        }
+        if (!exists || (!ck->have_slot && ck->system_id[0])) {
+                /* Nothing to compare yet: the first start writes it. */
+                add(ck, CHECK_PASS, name, "none yet%s: the first checkpoint is written when the relay "
+                    "(or `slot create`) first uses the slot", !exists ? " (no topic)" : " (no slot)");
+                return;
+        }
+        if (!ck->system_id[0]) {
+                skip(ck, name, "the replication connection is not usable");
+                return;
+        }
+        checkpoint_key(ck->system_id, ck->set.dbname, conf->slot, key, sizeof(key));
+        if (checkpoint_read(&src, key, PREFLIGHT_PROBE_TIMEOUT_MS, &c, &found, &no_topic, err,
+                            sizeof(err)) < 0) {
+                add(ck, CHECK_FAIL, name, "cannot read it: %s; fix: grant the relay READ and DESCRIBE "
+                    "on topic \"%s\"", err, topic);
+                return;
+        }
+        config_mapping(conf, mapping, sizeof(mapping));
+        checkpoint_digest(mapping, digest);
+        if (!found) {
+                add(ck, CHECK_PASS, name, "none yet: the relay adopts the slot's position, LSN %s, at "
+                    "its first start", lsn_format(ck->slot_lsn, a));
+        } else if (c.digest[0] && strcmp(c.digest, digest) != 0 && !conf->accept_config_change) {
+                add(ck, CHECK_FAIL, name, "written by a relay with another table set or row mapping "
+                    "(%s at %s): theirs \"%s\", this one \"%s\"; fix: give this configuration its own "
+                    "--slot, or if the change is deliberate and no relay with the old configuration "
+                    "runs, start once with --accept-config-change", c.writer, c.time, c.mapping,
+                    mapping);
+        } else if (ck->slot_lsn > c.lsn && conf->accept_slot_position != ck->slot_lsn) {
+                add(ck, CHECK_FAIL, name, "the slot is confirmed up to LSN %s, beyond the newest "
+                    "checkpoint, LSN %s: someone else consumed it and the rows in between were not "
+                    "published by a relay; fix: publish them again from the outbox table, then start "
+                    "once with --accept-slot-position=%s", lsn_format(ck->slot_lsn, a),
+                    lsn_format(c.lsn, b), a);
+        } else {
+                add(ck, CHECK_PASS, name, "LSN %s (%s), the slot at %s; written by %s at %s",
+                    lsn_format(c.lsn, a), c.mode, lsn_format(ck->slot_lsn, b), c.writer, c.time);
+        }
+}
+
+/* --exactly-once: the brokers run transactions for a transactional id like the relay's. */
+static void check_transactions(struct check *ck, struct producer_options opts)
+{
+        char tid[600], err[1024];
+        struct producer_error e;
+        struct producer *t = NULL;
+
+        if (ck->conf->transactional_id)
+                snprintf(tid, sizeof(tid), "%s.check", ck->conf->transactional_id);
+        else
+                snprintf(tid, sizeof(tid), "outbox-relay/%s/%s/%s.check", ck->system_id,
+                         ck->set.dbname, ck->conf->slot);
+        opts.transactional_id = tid;
+        if (producer_new(&opts, ignore_report, ignore_event, NULL, &t, err, sizeof(err)) < 0) {
+                add(ck, CHECK_FAIL, "kafka transactions", "%s", err);
+                return;
+        }
+        if (producer_init_transactions(t, PREFLIGHT_PROBE_TIMEOUT_MS, &e) < 0)
+                add(ck, CHECK_FAIL, "kafka transactions", "init_transactions for the probe id \"%s\" "
+                    "failed: %s (%s); fix: --exactly-once needs brokers with transactions (a writable "
+                    "transaction state log) and, with ACLs, WRITE and DESCRIBE on the relay's "
+                    "TransactionalId", tid, e.text, e.name);
+        else
+                add(ck, CHECK_PASS, "kafka transactions", "init_transactions works (probe id \"%s\"; "
+                    "the relay's own id is not touched, which would fence a running relay)", tid);
+        producer_free(t);
 }
 
 static void check_kafka(struct check *ck, bool db_ok)
@@ -497,15 +794,27 @@ static void check_kafka(struct check *ck, bool db_ok)
         const struct relay_config *conf = ck->conf;
         struct producer *p = NULL;
         char err[1024], why[600], note[700], suffix[704], tname[320];
-        size_t first_template = 0, bad = 0;
+        size_t first_template = 0, bad = 0, old = 0;
         bool *exists = NULL, autocreate = false, any_missing = false, values_read = false;
         int32_t broker = -1;
         int r;
 
-        r = producer_new(conf, ignore_report, ignore_error, NULL, &p, err, sizeof(err));
+        const char **props = calloc(2 * conf->nprops + 1, sizeof(*props));
+        struct producer_options opts = {.brokers = conf->brokers, .props = props, .nprops = conf->nprops};
+
+        if (!props) {
+                ck->nomem = 1;
+                return;
+        }
+        for (size_t i = 0; i < conf->nprops; i++) {
+                props[2 * i] = conf->props[i].name;
+                props[2 * i + 1] = conf->props[i].value;
+        }
+        r = producer_new(&opts, ignore_report, ignore_event, NULL, &p, err, sizeof(err));
         if (r < 0) {
                 add(ck, CHECK_FAIL, "kafka brokers", "%s", err);
                 skip(ck, "topics", "no Kafka producer");
+                free(props);
                 return;
         }
         if (producer_check_brokers(p, PREFLIGHT_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
@@ -514,6 +823,7 @@ static void check_kafka(struct check *ck, bool db_ok)
                     "are up", conf->brokers, PREFLIGHT_PROBE_TIMEOUT_MS / 1000, err);
                 skip(ck, "topics", "no Kafka broker reachable");
                 producer_free(p);
+                free(props);
                 return;
         }
         add(ck, CHECK_PASS, "kafka brokers", "\"%s\" reachable", conf->brokers);
@@ -531,16 +841,30 @@ static void check_kafka(struct check *ck, bool db_ok)
                         goto nomem;
         } else if (!db_ok || !ck->tables_ok) {
                 snprintf(note, sizeof(note), "the outbox could not be read for the template's values");
-        } else if (template_topics(ck, &bad, err, sizeof(err)) < 0) {
+        } else if (template_topics(ck, &bad, &old, err, sizeof(err)) < 0) {
                 snprintf(note, sizeof(note), "cannot read the template's values: %.600s", err);
         } else {
                 values_read = true;
                 snprintf(note, sizeof(note), "for the first %d distinct values per table now in "
                          "the outbox", CHECK_MAX_TEMPLATE_VALUES);
-                if (bad)
-                        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %zu of them "
-                                 "give%s no valid topic name", bad, bad == 1 ? "s" : "");
         }
+        /* A value the relay will meet that gives no topic stops it (exit 4): its own verdict. */
+        snprintf(tname, sizeof(tname), "values of \"%s\"", conf->topic_template);
+        if (bad && !conf->dead_letter)
+                add(ck, CHECK_FAIL, tname, "%zu value%s in rows the slot has not confirmed give%s no "
+                    "valid topic name (%s): the relay stops at the first such row (exit 4); fix: change "
+                    "--topic, or let it stop and choose a remedy for that transaction (README: \"A row "
+                    "stops the relay\"), or start with --on-error=dead-letter", bad, bad == 1 ? "" : "s",
+                    bad == 1 ? "s" : "", ck->bad_example);
+        else if (bad)
+                add(ck, CHECK_WARN, tname, "%zu value%s in rows the slot has not confirmed give%s no "
+                    "valid topic name (%s): those rows will go to the dead-letter topic \"%s\"", bad,
+                    bad == 1 ? "" : "s", bad == 1 ? "s" : "", ck->bad_example, conf->dead_letter_topic);
+        else if (old)
+                add(ck, CHECK_WARN, tname, "%zu value%s in rows %s give%s no valid topic name (%s): a "
+                    "new row with such a value would stop the relay (exit 4)", old, old == 1 ? "" : "s",
+                    ck->slot_exists ? "the slot has confirmed" : "written before the slot exists",
+                    old == 1 ? "s" : "", ck->bad_example);
         if (ck->nomem)
                 goto nomem;
         exists = calloc(ck->ntopics ? ck->ntopics : 1, sizeof(*exists));
@@ -581,11 +905,15 @@ static void check_kafka(struct check *ck, bool db_ok)
                             "unpublishable", values_read ? "no rows in the outbox yet" : note, why);
                 }
         }
+        check_checkpoint(ck, p, props);
+        if (conf->exactly_once)
+                check_transactions(ck, opts);
         goto out;
 nomem:
         ck->nomem = 1;
 out:
         free(exists);
+        free(props);
         producer_free(p);
 }
 
@@ -594,7 +922,8 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
 {
         static const char *const db_items[] = {
                 "server version", "wal_level", "server_encoding", "replication privilege", "tables",
-                "wal2json", "slot", "max_slot_wal_keep_size", "wal_sender_timeout",
+                "replication connection", "wal2json", "slot", "synchronous_standby_names",
+                "max_slot_wal_keep_size", "wal_sender_timeout",
         };
         struct check ck = {.conf = conf, .rep = ret_report};
         char cerr[1024];
@@ -607,12 +936,23 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
         if (r < 0)
                 return r;
         record_spec_template_columns(ck.spec, &ck.tcols, &ck.ntcols);
+        /* What the daemon would warn about at start (unknown variables, a readable secret). */
+        for (size_t i = 0; i < conf->nnotes; i++) {
+                /* "configuration " and a size_t's 20 digits at most */
+                char name[48];
+
+                snprintf(name, sizeof(name), conf->nnotes > 1 ? "configuration %zu" : "configuration",
+                         i + 1);
+                add(&ck, CHECK_WARN, name, "%s", conf->notes[i]);
+        }
 
         r = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &ck.c, cerr, sizeof(cerr));
         if (r < 0) {
                 add(&ck, CHECK_FAIL, "connection", "%s", cerr);
                 for (size_t i = 0; i < sizeof(db_items) / sizeof(db_items[0]); i++)
                         skip(&ck, db_items[i], "no database connection");
+                if (conf->message_prefix)
+                        skip(&ck, "message prefix", "no database connection");
         } else {
                 add(&ck, CHECK_PASS, "connection", "database \"%s\" on %s:%s as \"%s\"", PQdb(ck.c),
                     PQhost(ck.c), PQport(ck.c), PQuser(ck.c));
@@ -621,12 +961,17 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
         db_ok = ck.have_settings;
         if (db_ok) {
                 check_tables(&ck);
+                check_header_columns(&ck);
+                check_replication_connection(&ck);
                 check_wal2json(&ck);
+                check_message_prefix(&ck);
                 check_slot(&ck);
                 check_server_limits(&ck);
         } else if (ck.c) {
                 for (size_t i = 4; i < sizeof(db_items) / sizeof(db_items[0]); i++)
                         skip(&ck, db_items[i], "the server's settings could not be read");
+                if (conf->message_prefix)
+                        skip(&ck, "message prefix", "the server's settings could not be read");
         }
         check_kafka(&ck, db_ok);
         PQfinish(ck.c);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Table-driven configuration for outbox-relay: command line, environment and
- * configuration file (libinih). Knows the setting names and the
- * guarantee-voiding librdkafka settings, nothing of how they are used.
+ * configuration file (libinih), and presets. Knows the setting names, the
+ * guarantee-voiding librdkafka settings and the header names the relay
+ * reserves (record.h), nothing of how they are used.
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "lsn.h"
+#include "record.h"
 
 extern char **environ;
 
@@ -34,6 +36,9 @@ enum opt_type {
         OPT_CHOICE,   /* const char *, one of the '|'-separated words of arg */
         OPT_SLOT,     /* const char *, a replication slot name */
         OPT_TOPIC,    /* const char *, a Kafka topic name */
+        OPT_COLHDR,   /* COLUMN[=HEADER], appended to column_headers */
+        OPT_WORKID,   /* const char *, appended to work_ids (command line only) */
+        OPT_PREFIX,   /* const char *, a logical message prefix (config_valid_message_prefix()) */
 };
 
 /* opt_def.flags: where a setting may be given, what SIGHUP does with it. */
@@ -70,10 +75,14 @@ static const struct opt_def opt_defs[] = {
          "logical replication slot (wal2json)", 0},
         {"create-slot", 0, OPT_FLAG, OFF(create_slot), NULL, 0, 0, NULL,
          "create the slot if it does not exist (first start only)", 0},
+        {"slot-create-timeout", 0, OPT_SECONDS, OFF(slot_create_timeout_ms), "300", 0, 86400000,
+         "SECONDS", "give up creating the slot after this long; the server cancels it (0: wait)", 0},
         {"table", 't', OPT_TABLE, 0, "public.outbox", 0, 0, "SCHEMA.TABLE",
          "outbox table, SQL syntax ('public.\"Foo bar\"'); repeatable", 0},
         {"brokers", 'b', OPT_STRING, OFF(brokers), "localhost:9092", 0, 0, "LIST",
          "Kafka bootstrap servers", 0},
+        {"preset", 0, OPT_CHOICE, OFF(preset), NULL, 0, 0, "debezium",
+         "defaults for another outbox layout (see Presets below); options given explicitly win", 0},
         {"topic", 0, OPT_STRING, OFF(topic_template), "outbox.${kind}", 0, 0, "TEMPLATE",
          "topic of each row; ${column} is replaced by the column's value", 0},
         {"id-column", 0, OPT_STRING, OFF(id_column), "work_id", 0, 0, "NAME",
@@ -89,6 +98,11 @@ static const struct opt_def opt_defs[] = {
         {"no-headers-column", 0, OPT_FLAG, OFF(no_headers_column), NULL, 0, 0, NULL,
          "publish no extra headers from any column (for a table whose headers column means "
          "something else)", 0},
+        {"column-header", 0, OPT_COLHDR, 0, NULL, 0, 0, "COLUMN[=HEADER]",
+         "publish the column's text as Kafka header HEADER (default: the column's name), none "
+         "for NULL; repeatable", 0},
+        {"message-prefix", 0, OPT_PREFIX, OFF(message_prefix), NULL, 0, 0, "PREFIX",
+         "also publish transactional logical messages with this prefix (outbox_emit())", 0},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
          "librdkafka property; repeatable", OPT_NOENV},
         {"status-interval", 's', OPT_SECONDS, OFF(status_interval_ms), "10", 100, 3600000, "SECONDS",
@@ -107,8 +121,28 @@ static const struct opt_def opt_defs[] = {
          "operator's remedy: skip the one transaction ending at LSN (its ce_pglsn)", 0},
         {"dead-letter-transaction", 0, OPT_LSN, OFF(dead_letter_transaction), NULL, 0, 0, "LSN",
          "operator's remedy: dead-letter the unpublishable rows of the transaction ending at LSN", 0},
+        {"exactly-once", 0, OPT_FLAG, OFF(exactly_once), NULL, 0, 0, NULL,
+         "publish in Kafka transactions with the checkpoint: read_committed consumers see each row once",
+         0},
+        {"transactional-id", 0, OPT_STRING, OFF(transactional_id), NULL, 0, 0, "ID",
+         "--exactly-once: the producer's transactional.id (default: from system, database and slot)", 0},
+        {"kafka-transaction-messages", 0, OPT_INT, OFF(txn_max_messages), "10000", 1, 1000000, "N",
+         "--exactly-once: records in one Kafka transaction, at most (a larger PostgreSQL one is split)",
+         0},
+        {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "8388608", 1024, INT64_C(1) << 32,
+         "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0},
+        {"kafka-transaction-time", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
+         "--exactly-once: commit a Kafka transaction this long after it began, at a commit", 0},
+        {"checkpoint-topic", 0, OPT_TOPIC, OFF(checkpoint_topic), "outbox-relay.checkpoints", 0, 0,
+         "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0},
+        {"accept-slot-position", 0, OPT_LSN, OFF(accept_slot_position), NULL, 0, 0, "LSN",
+         "operator's remedy: accept a slot moved by someone else to LSN (after recovering its rows)", 0},
+        {"accept-config-change", 0, OPT_FLAG, OFF(accept_config_change), NULL, 0, 0, NULL,
+         "operator's remedy: this relay's tables or row mapping changed on purpose", 0},
         {"null-payload", 0, OPT_CHOICE, OFF(null_payload), "error", 0, 0, "error|tombstone",
          "a NULL payload is a row error, or is published as a Kafka tombstone", 0},
+        {"record-timestamp", 0, OPT_CHOICE, OFF(record_timestamp), "produce", 0, 0, "produce|commit",
+         "the Kafka record timestamp: when the relay produces it, or the commit time", 0},
         {"http", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
          "serve /metrics (Prometheus text), /healthz and /readyz over HTTP", 0},
         {"metrics-address", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
@@ -126,9 +160,30 @@ static const struct opt_def opt_defs[] = {
         {"log-file", 0, OPT_STRING, OFF(log_file), NULL, 0, 0, "PATH",
          "append the log to PATH instead of stderr", OPT_RELOAD},
         {"yes", 0, OPT_FLAG, OFF(yes), NULL, 0, 0, NULL,
-         "slot drop: really drop the slot (command line only)", OPT_CMDLINE},
+         "slot drop: really drop the slot; redrive: also rows past the deduplication horizon "
+         "(command line only)", OPT_CMDLINE},
         {"format", 0, OPT_STRING, OFF(format), NULL, 0, 0, "text|json",
          "slot status: output format (default: text)", OPT_CMDLINE},
+        {"work-id", 0, OPT_WORKID, 0, NULL, 0, 0, "ID",
+         "redrive: the record of this work ID; repeatable", OPT_CMDLINE},
+        {"since", 0, OPT_STRING, OFF(since), NULL, 0, 0, "TIME",
+         "redrive: records written at or after TIME (RFC 3339, e.g. 2026-11-30T06:00:00Z)",
+         OPT_CMDLINE},
+        {"until", 0, OPT_STRING, OFF(until), NULL, 0, 0, "TIME",
+         "redrive: records written before TIME", OPT_CMDLINE},
+        {"kind", 0, OPT_STRING, OFF(kind), NULL, 0, 0, "KIND",
+         "redrive: only records of this type (type column, ce_type)", OPT_CMDLINE},
+        {"reason", 0, OPT_STRING, OFF(reason), NULL, 0, 0, "TEXT",
+         "redrive: why, published in header outbox_relay_redrive_reason (required)", OPT_CMDLINE},
+        {"from-dead-letter", 0, OPT_FLAG, OFF(from_dead_letter), NULL, 0, 0, NULL,
+         "redrive: from the dead-letter topic to each record's intended topic", OPT_CMDLINE},
+        {"time-column", 0, OPT_STRING, OFF(time_column), "created_at", 0, 0, "NAME",
+         "redrive: the outbox column --since, --until and --dedup-horizon read", 0},
+        {"dedup-horizon", 0, OPT_SECONDS, OFF(dedup_horizon_ms), "604800", 1000,
+         INT64_C(315360000000), "SECONDS",
+         "redrive: older records need --yes; the receivers' deduplication horizon (7 days)", 0},
+        {"max-records", 0, OPT_INT, OFF(max_records), "10000", 1, 1000000, "N",
+         "redrive: a selection of more records is refused before anything is published", 0},
         {"verbose", 'v', OPT_DEBUG, OFF(verbose), NULL, 0, 0, NULL, "same as --log-level=debug",
          OPT_CMDLINE},
         {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit",
@@ -141,6 +196,7 @@ static const struct opt_def opt_defs[] = {
 
 /* Where the value being applied comes from; the higher, the stronger. */
 enum src_kind {
+        SRC_PRESET = 0,  /* --preset's defaults, applied where no source set a value */
         SRC_FILE = 1,
         SRC_ENV = 2,
         SRC_CMDLINE = 3,
@@ -153,6 +209,8 @@ struct parse {
         int line;            /* SRC_FILE: line being read, counted by file_reader() */
         const char *var;     /* SRC_ENV: the variable */
         enum src_kind tables_from; /* source of conf->tables; 0: none yet */
+        enum src_kind colhdrs_from; /* source of conf->column_headers; 0: none yet */
+        bool given[N_OPTS];  /* set by a source, not by a default or a preset */
         char *err;
         size_t errlen;
         int ret;             /* first error, negative errno; 0 */
@@ -172,6 +230,18 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
+}
+
+bool config_valid_message_prefix(const char *prefix)
+{
+        size_t n = strlen(prefix);
+
+        if (n == 0 || n > CONFIG_MESSAGE_PREFIX_MAX)
+                return false;
+        for (const char *p = prefix; *p; p++)
+                if (!isalnum((unsigned char)*p) && !strchr("_.:/-", *p))
+                        return false;
+        return true;
 }
 
 bool config_valid_slot_name(const char *name)
@@ -291,6 +361,13 @@ int config_check_kafka_prop(const char *name, const char *value, char *err, size
                         "only on successful delivery reports", value);
                 return -EPERM;
         }
+        if (strcmp(name, "transactional.id") == 0) {
+                set_err(err, errlen,
+                        "transactional.id=%s refused: a transactional producer refuses every message "
+                        "outside a Kafka transaction, so the relay could publish nothing; remove it "
+                        "(a Java producer's setting does not carry over)", value);
+                return -EPERM;
+        }
         return 0;
 }
 
@@ -343,7 +420,10 @@ static const char *label(const struct parse *p, const struct opt_def *o, char *b
                 return p->var;
         if (p->kind == SRC_FILE)
                 return o->name;
-        snprintf(buf, size, "--%s", o->name);
+        if (p->kind == SRC_PRESET)
+                snprintf(buf, size, "--%s (of --preset=%s)", o->name, p->conf->preset);
+        else
+                snprintf(buf, size, "--%s", o->name);
         return buf;
 }
 
@@ -510,6 +590,95 @@ static int add_table_list(struct parse *p, const struct opt_def *o, const char *
         return r;
 }
 
+static void free_column_headers(struct relay_config *conf)
+{
+        for (size_t i = 0; i < conf->ncolumn_headers; i++) {
+                free(conf->column_headers[i].column);
+                free(conf->column_headers[i].header);
+        }
+        free(conf->column_headers);
+        conf->column_headers = NULL;
+        conf->ncolumn_headers = 0;
+}
+
+/*
+ * One COLUMN[=HEADER] of --column-header, inserted at @at (the end: the
+ * number of entries). The header names the relay reserves for its own headers
+ * and the bounds are record.c's, so that what passes here passes
+ * record_spec_add_column_header() too.
+ */
+static int insert_column_header(struct parse *p, const struct opt_def *o, const char *arg,
+                                size_t at)
+{
+        struct relay_config *conf = p->conf;
+        const char *eq = strchr(arg, '='), *header = eq ? eq + 1 : arg;
+        size_t clen = eq ? (size_t)(eq - arg) : strlen(arg), hlen = strlen(header);
+        struct column_header *n, ch;
+
+        if (clen == 0 || hlen == 0)
+                return bad_value(p, o, arg, "expected COLUMN or COLUMN=HEADER, e.g. traceparent or "
+                                 "tenant_id=x-tenant");
+        if (hlen > RECORD_HEADER_NAME_MAX)
+                return bad_value(p, o, arg, "a header name has 1 to %d bytes, not %zu",
+                                 RECORD_HEADER_NAME_MAX, hlen);
+        if (record_header_reserved(header))
+                return bad_value(p, o, arg, "header \"%s\" is reserved for the relay's own headers "
+                                 "(ce_*, outbox_relay_*, content-type, in any case); choose "
+                                 "another name with COLUMN=HEADER", header);
+        for (size_t i = 0; i < conf->ncolumn_headers; i++)
+                if (strcmp(conf->column_headers[i].header, header) == 0)
+                        return bad_value(p, o, arg, "header \"%s\" is already published from "
+                                         "column \"%s\"", header, conf->column_headers[i].column);
+        if (conf->ncolumn_headers == RECORD_COLUMN_HEADERS_MAX)
+                return bad_value(p, o, arg, "at most %d columns can be published as headers",
+                                 RECORD_COLUMN_HEADERS_MAX);
+        n = realloc(conf->column_headers, (conf->ncolumn_headers + 1) * sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        conf->column_headers = n;
+        ch = (struct column_header){strndup(arg, clen), strdup(header)};
+        if (!ch.column || !ch.header) {
+                free(ch.column);
+                free(ch.header);
+                return -ENOMEM;
+        }
+        memmove(n + at + 1, n + at, (conf->ncolumn_headers - at) * sizeof(*n));
+        n[at] = ch;
+        conf->ncolumn_headers++;
+        return 0;
+}
+
+/* --column-header: a stronger source's list replaces the weaker one's, as for tables. */
+static int add_column_header(struct parse *p, const struct opt_def *o, const char *arg)
+{
+        if (p->kind > p->colhdrs_from) {
+                free_column_headers(p->conf);
+                p->colhdrs_from = p->kind;
+        }
+        return insert_column_header(p, o, arg, p->conf->ncolumn_headers);
+}
+
+/* Several in one variable: a comma-separated list, blanks around entries ignored. */
+static int add_column_header_list(struct parse *p, const struct opt_def *o, const char *list)
+{
+        char *copy = strdup(list), *save = NULL;
+        int r = 0;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *e = strtok_r(copy, ",", &save); e && r == 0; e = strtok_r(NULL, ",", &save)) {
+                char *end = e + strlen(e);
+
+                while (isspace((unsigned char)*e))
+                        e++;
+                while (end > e && isspace((unsigned char)end[-1]))
+                        *--end = '\0';
+                r = add_column_header(p, o, e);
+        }
+        free(copy);
+        return r;
+}
+
 static int parse_int(const char *s, int64_t *ret)
 {
         char *e;
@@ -586,6 +755,22 @@ static bool valid_topic(const char *s)
         return true;
 }
 
+/* --work-id: appended; command line only, so @arg lives as long as the configuration. */
+static int add_work_id(struct parse *p, const struct opt_def *o, const char *arg)
+{
+        struct relay_config *conf = p->conf;
+        const char **n;
+
+        if (arg[0] == '\0')
+                return bad_value(p, o, arg, "a work ID is never empty");
+        n = realloc(conf->work_ids, (conf->nwork_ids + 1) * sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        conf->work_ids = n;
+        n[conf->nwork_ids++] = arg;
+        return 0;
+}
+
 /* Set @o from @arg (NULL for a flag on the command line), from source p->kind. */
 static int apply(struct parse *p, const struct opt_def *o, const char *arg)
 {
@@ -594,11 +779,14 @@ static int apply(struct parse *p, const struct opt_def *o, const char *arg)
         int64_t v;
         bool b;
 
+        if (p->kind != SRC_PRESET)
+                p->given[o - opt_defs] = true;
         switch (o->type) {
         case OPT_STRING:
         case OPT_CHOICE:
         case OPT_SLOT:
         case OPT_TOPIC:
+        case OPT_PREFIX:
                 if (arg[0] == '\0') {
                         char w[512], l[128];
 
@@ -611,6 +799,11 @@ static int apply(struct parse *p, const struct opt_def *o, const char *arg)
                 if (o->type == OPT_SLOT && !config_valid_slot_name(arg))
                         return bad_value(p, o, arg, "PostgreSQL allows 1 to 63 lower-case letters, "
                                          "digits and underscores in a slot name");
+                if (o->type == OPT_PREFIX && !config_valid_message_prefix(arg))
+                        return bad_value(p, o, arg, "a message prefix has 1 to %d ASCII letters, "
+                                         "digits and '_', '.', ':', '/', '-' (wal2json's "
+                                         "add-msg-prefixes cannot name a prefix with a blank, a "
+                                         "comma or a backslash)", CONFIG_MESSAGE_PREFIX_MAX);
                 if (o->type == OPT_TOPIC && !valid_topic(arg))
                         return bad_value(p, o, arg, "Kafka allows only letters, digits, '.', '_' and "
                                          "'-' in a topic name");
@@ -644,8 +837,13 @@ static int apply(struct parse *p, const struct opt_def *o, const char *arg)
                 return 0;
         case OPT_TABLE:
                 return p->kind == SRC_ENV ? add_table_list(p, o, arg) : add_table(p, o, arg);
+        case OPT_COLHDR:
+                return p->kind == SRC_ENV ? add_column_header_list(p, o, arg)
+                                          : add_column_header(p, o, arg);
         case OPT_PROP:
                 return add_prop_pair(p, o, arg);
+        case OPT_WORKID:
+                return add_work_id(p, o, arg);
         case OPT_LSN:
                 if (lsn_parse(arg, strlen(arg), (uint64_t *)(base + o->offset)) < 0 ||
                     *(uint64_t *)(base + o->offset) == 0)
@@ -662,6 +860,78 @@ static const struct opt_def *find_opt(const char *name)
                 if (strcmp(opt_defs[i].name, name) == 0)
                         return &opt_defs[i];
         return NULL;
+}
+
+/*
+ * What a preset sets where no source did, one line per setting, as on the
+ * command line. "debezium": the defaults of Debezium's Outbox Event Router
+ * (io.debezium.transforms.outbox.EventRouter; Debezium documentation,
+ * "Outbox Event Router", configuration options); README.md, "Debezium outbox
+ * layout", says where the relay's record still differs.
+ */
+struct preset_default {
+        const char *preset;
+        const char *name;    /* a setting of opt_defs */
+        const char *value;
+        const char *unless;  /* NULL, or a setting whose being given also keeps this one */
+};
+
+static const struct preset_default preset_defaults[] = {
+        /* route.by.field=aggregatetype, route.topic.replacement=outbox.event.${routedByValue} */
+        {"debezium", "topic", "outbox.event.${aggregatetype}", NULL},
+        /* table.field.event.id=id: the work ID (ce_id), and the record's "id" header */
+        {"debezium", "id-column", "id", NULL},
+        {"debezium", "column-header", "id", NULL},
+        {"debezium", "key-column", "aggregateid", NULL},  /* table.field.event.key */
+        {"debezium", "payload-column", "payload", NULL},  /* table.field.event.payload */
+        /* the router puts "type" nowhere by default; the relay keeps it as ce_type */
+        {"debezium", "type-column", "type", NULL},
+        /* the router sends a NULL payload as a record with a null value */
+        {"debezium", "null-payload", "tombstone", NULL},
+        /* the router reads no headers column */
+        {"debezium", "no-headers-column", "true", "headers-column"},
+};
+
+#define N_PRESET_DEFAULTS (sizeof(preset_defaults) / sizeof(preset_defaults[0]))
+
+/*
+ * Apply conf->preset's defaults to what no source set. The preset's column
+ * headers go before the given ones, unless a given one has its header name.
+ */
+static int apply_preset(struct parse *p)
+{
+        struct relay_config *conf = p->conf;
+        size_t at = 0;
+        int r;
+
+        if (!conf->preset)
+                return 0;
+        p->kind = SRC_PRESET;
+        for (size_t i = 0; i < N_PRESET_DEFAULTS; i++) {
+                const struct preset_default *d = &preset_defaults[i];
+                const struct opt_def *o = find_opt(d->name);
+                bool taken = false;
+
+                if (strcmp(d->preset, conf->preset) != 0)
+                        continue;
+                if (o->type == OPT_COLHDR) {
+                        const char *eq = strchr(d->value, '=');
+
+                        for (size_t j = 0; j < conf->ncolumn_headers; j++)
+                                taken |= strcmp(conf->column_headers[j].header,
+                                                eq ? eq + 1 : d->value) == 0;
+                        if (!taken && (r = insert_column_header(p, o, d->value, at++)) < 0)
+                                return r;
+                        continue;
+                }
+                if (p->given[o - opt_defs] ||
+                    (d->unless && p->given[find_opt(d->unless) - opt_defs]))
+                        continue;
+                r = apply(p, o, o->type == OPT_FLAG ? NULL : d->value);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* OUTBOX_RELAY_<NAME>: upper case, '-' as '_'. */
@@ -1070,7 +1340,7 @@ static int read_cmdline(int argc, char **argv, struct cl_arg *args, size_t *ret_
 static bool is_string(const struct opt_def *o)
 {
         return o->type == OPT_STRING || o->type == OPT_CHOICE || o->type == OPT_SLOT ||
-               o->type == OPT_TOPIC;
+               o->type == OPT_TOPIC || o->type == OPT_PREFIX;
 }
 
 int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen)
@@ -1139,12 +1409,15 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
         for (size_t i = 0; i < nargs; i++)
                 if ((r = apply(&p, args[i].o, args[i].arg)) < 0)
                         goto fail;
+        if ((r = apply_preset(&p)) < 0)
+                goto fail;
         if (conf.ntables == 0 && (r = add_table(&p, find_opt("table"), "public.outbox")) < 0)
                 goto fail;
         if (!conf.key_column)
                 conf.key_column = conf.id_column;
         conf.dead_letter = strcmp(conf.on_error, "dead-letter") == 0;
         conf.null_tombstone = strcmp(conf.null_payload, "tombstone") == 0;
+        conf.commit_timestamp = strcmp(conf.record_timestamp, "commit") == 0;
         if (conf.skip_transaction && conf.skip_transaction == conf.dead_letter_transaction) {
                 set_err(err, errlen, "--skip-transaction and --dead-letter-transaction name the same "
                         "transaction: choose one remedy");
@@ -1175,6 +1448,7 @@ static bool same_value(const struct opt_def *o, const struct relay_config *a, co
         case OPT_CHOICE:
         case OPT_SLOT:
         case OPT_TOPIC:
+        case OPT_PREFIX:
                 return same_string(*(const char *const *)fa, *(const char *const *)fb);
         case OPT_FLAG:
                 return *(const bool *)fa == *(const bool *)fb;
@@ -1191,6 +1465,21 @@ static bool same_value(const struct opt_def *o, const struct relay_config *a, co
                 for (size_t i = 0; i < a->ntables; i++)
                         if (strcmp(a->tables[i].schema, b->tables[i].schema) != 0 ||
                             strcmp(a->tables[i].table, b->tables[i].table) != 0)
+                                return false;
+                return true;
+        case OPT_COLHDR:
+                if (a->ncolumn_headers != b->ncolumn_headers)
+                        return false;
+                for (size_t i = 0; i < a->ncolumn_headers; i++)
+                        if (strcmp(a->column_headers[i].column, b->column_headers[i].column) != 0 ||
+                            strcmp(a->column_headers[i].header, b->column_headers[i].header) != 0)
+                                return false;
+                return true;
+        case OPT_WORKID:
+                if (a->nwork_ids != b->nwork_ids)
+                        return false;
+                for (size_t i = 0; i < a->nwork_ids; i++)
+                        if (strcmp(a->work_ids[i], b->work_ids[i]) != 0)
                                 return false;
                 return true;
         case OPT_PROP:
@@ -1240,7 +1529,8 @@ int config_reload(struct relay_config *conf, struct relay_config *next, config_r
                 config_free(next);
                 return -ENOMEM;
         }
-        memcpy(n + conf->nstrs, next->strs, next->nstrs * sizeof(*n));
+        if (next->nstrs)  /* next->strs is NULL when nothing was allocated: memcpy() from NULL is UB */
+                memcpy(n + conf->nstrs, next->strs, next->nstrs * sizeof(*n));
         conf->strs = n;
         conf->nstrs += next->nstrs;
         free(next->strs);
@@ -1270,11 +1560,15 @@ int config_reload(struct relay_config *conf, struct relay_config *next, config_r
 void config_free(struct relay_config *conf)
 {
         free_tables(conf);
+        free_column_headers(conf);
         for (size_t i = 0; i < conf->nprops; i++) {
                 free(conf->props[i].name);
                 free(conf->props[i].value);
         }
         free(conf->props);
+        free(conf->work_ids);
+        conf->work_ids = NULL;
+        conf->nwork_ids = 0;
         for (size_t i = 0; i < conf->nnotes; i++)
                 free(conf->notes[i]);
         free(conf->notes);
@@ -1299,6 +1593,9 @@ void config_usage(FILE *out)
                 "  outbox-relay slot create [OPTION]...     create the slot (wal2json)\n"
                 "  outbox-relay slot drop --yes [OPTION]... drop the slot\n"
                 "  outbox-relay slot status [OPTION]...     the slot's positions and retained WAL\n"
+                "  outbox-relay redrive (--work-id=ID... | --since=TIME [--until=TIME] [--kind=KIND])\n"
+                "               [--from-dead-letter] [--yes] --reason=TEXT [OPTION]...\n"
+                "                                           publish outbox rows (or dead letters) again\n"
                 "\nOptions:\n");
         for (size_t i = 0; i < N_OPTS; i++) {
                 const struct opt_def *o = &opt_defs[i];
@@ -1318,6 +1615,27 @@ void config_usage(FILE *out)
                 fputc('\n', out);
         }
         fprintf(out,
+                "\nPresets (--preset=NAME): defaults for another outbox layout. An option given\n"
+                "on the command line, in the environment or in the file wins over them;\n"
+                "--column-header adds to the preset's headers, one of the same name replaces it.\n");
+        for (size_t i = 0, col = 0; i < N_PRESET_DEFAULTS; i++) {
+                const struct preset_default *d = &preset_defaults[i];
+                bool flag = find_opt(d->name)->type == OPT_FLAG;
+                char item[160];
+                int n;
+
+                if (i == 0 || strcmp(d->preset, preset_defaults[i - 1].preset) != 0)
+                        col = (size_t)fprintf(out, "%s  %s:", i ? "\n" : "", d->preset);
+                n = snprintf(item, sizeof(item), " --%s%s%s%s%s%s", d->name, flag ? "" : "=",
+                             flag ? "" : d->value, d->unless ? " (unless --" : "",
+                             d->unless ? d->unless : "", d->unless ? ")" : "");
+                if (col + (size_t)n > 80)
+                        col = (size_t)fprintf(out, "\n   ");
+                col += (size_t)fprintf(out, "%s", item);
+        }
+        fprintf(out, "\n  debezium reads Debezium's outbox table (id, aggregatetype, aggregateid,\n"
+                "  type, payload) and publishes as its Outbox Event Router does by default.\n");
+        fprintf(out,
                 "\nConfiguration:\n"
                 "  Each setting comes from the command line, else the environment, else the file.\n"
                 "  File (-c FILE, or $OUTBOX_RELAY_CONFIG): lines \"name = value\" with the long\n"
@@ -1330,11 +1648,47 @@ void config_usage(FILE *out)
         fprintf(out,
                 "\nExit status:\n"
                 "  0  stopped on SIGINT/SIGTERM after flushing\n"
-                "  1  runtime failure (connection lost, delivery failed); restarting may succeed\n"
+                "  1  runtime failure (database or Kafka unreachable at start); restarting may succeed\n"
                 "  2  usage error: command line, configuration file or environment\n"
                 "  3  environment error: database, slot or table not usable as configured\n"
                 "  4  a row or stream line that cannot be published; permanent until an operator acts\n"
                 "check: 0 safe to start, 2 usage error, 3 not safe (a FAIL line)\n"
                 "slot: 0 done, 1 database unreachable, 2 usage error or drop without --yes,\n"
-                "      3 the slot exists (create), is missing or active (drop), is missing (status)\n");
+                "      3 the slot exists (create), is missing or active (drop), is missing (status)\n"
+                "redrive: 0 Kafka acknowledged every record, 1 database or Kafka failed (retry),\n"
+                "      2 usage error, over --max-records, or past --dedup-horizon without --yes,\n"
+                "      3 a requested work ID is gone or not found; a table, column or topic is\n"
+                "        missing or this login may not read it (nothing published),\n"
+                "      4 Kafka refused a record, or a row cannot be made a record\n");
+}
+
+void config_mapping(const struct relay_config *conf, char *buf, size_t size)
+{
+        size_t o = 0;
+        int n;
+
+#define ADD(...) \
+        do { \
+                n = snprintf(buf + o, size - o, __VA_ARGS__); \
+                if (n > 0) \
+                        o = o + (size_t)n < size ? o + (size_t)n : size - 1; \
+        } while (0)
+        buf[0] = '\0';
+        ADD("tables=");
+        for (size_t i = 0; i < conf->ntables; i++)
+                ADD("%s%s.%s", i ? "," : "", conf->tables[i].schema, conf->tables[i].table);
+        ADD("; id=%s; key=%s; payload=%s; type=%s; topic=%s; headers=%s; null-payload=%s",
+            conf->id_column, conf->key_column, conf->payload_column, conf->type_column,
+            conf->topic_template, conf->headers_column && !conf->no_headers_column ?
+            conf->headers_column : "-", conf->null_payload);
+        if (conf->ncolumn_headers) {
+                ADD("; column-headers=");
+                for (size_t i = 0; i < conf->ncolumn_headers; i++)
+                        ADD("%s%s=%s", i ? "," : "", conf->column_headers[i].column,
+                            conf->column_headers[i].header);
+        }
+        /* Only when set, so that the digest of a relay without messages stays what it was. */
+        if (conf->message_prefix)
+                ADD("; message-prefix=%s", conf->message_prefix);
+#undef ADD
 }

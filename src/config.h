@@ -5,7 +5,8 @@
  * drives getopt_long(3), the configuration file (INI lines "name = value",
  * read with libinih), the OUTBOX_RELAY_* environment variables, --help and
  * the checks. The command line wins over the environment, which wins over
- * the file. Also the parsing of SQL-style table names ('public."Foo bar"') and
+ * the file, which wins over a preset (--preset), which wins over the
+ * defaults. Also the parsing of SQL-style table names ('public."Foo bar"') and
  * of librdkafka "name=value" properties, refusing settings that would void
  * the at-least-once guarantee. Reads the configuration file and files named
  * by *_FILE variables; no other I/O besides --help's output stream.
@@ -37,10 +38,17 @@ struct kafka_prop {
         char *value;
 };
 
+/* One --column-header: the text of @column published as Kafka header @header. */
+struct column_header {
+        char *column;  /* as wal2json names it (unquoted, case as stored) */
+        char *header;  /* 1 to RECORD_HEADER_NAME_MAX bytes, not reserved (record.h) */
+};
+
 struct relay_config {
         const char *conninfo;          /* -d; NULL: libpq's PG* environment */
         const char *slot;              /* -S */
         bool create_slot;              /* --create-slot */
+        int64_t slot_create_timeout_ms; /* --slot-create-timeout, given in seconds; 0: no limit */
         struct table_name *tables;     /* -t, at least one after config_parse() */
         size_t ntables;
         const char *brokers;           /* -b */
@@ -51,6 +59,11 @@ struct relay_config {
         const char *type_column;       /* --type-column */
         const char *headers_column;    /* --headers-column: extra Kafka headers, if the table has it */
         bool no_headers_column;        /* --no-headers-column */
+        struct column_header *column_headers; /* --column-header, in the order given; a preset's
+                                               * first */
+        size_t ncolumn_headers;        /* at most RECORD_COLUMN_HEADERS_MAX (record.h) */
+        const char *preset;            /* --preset: "debezium", or NULL for none */
+        const char *message_prefix;    /* --message-prefix: logical messages published, or NULL */
         struct kafka_prop *props;      /* -X, in command-line order */
         size_t nprops;
         int64_t status_interval_ms;    /* -s, given in seconds */
@@ -64,6 +77,16 @@ struct relay_config {
         uint64_t dead_letter_transaction; /* --dead-letter-transaction: end LSN, or LSN_INVALID */
         const char *null_payload;      /* --null-payload: "error" or "tombstone" */
         bool null_tombstone;           /* null_payload is "tombstone" */
+        bool exactly_once;             /* --exactly-once */
+        const char *transactional_id;  /* --transactional-id; NULL: derived */
+        int64_t txn_max_messages;      /* --kafka-transaction-messages */
+        int64_t txn_max_bytes;         /* --kafka-transaction-bytes */
+        int64_t txn_max_ms;            /* --kafka-transaction-time, given in seconds */
+        const char *checkpoint_topic;  /* --checkpoint-topic */
+        uint64_t accept_slot_position; /* --accept-slot-position: LSN, or LSN_INVALID */
+        bool accept_config_change;     /* --accept-config-change */
+        const char *record_timestamp;  /* --record-timestamp: "produce" or "commit" */
+        bool commit_timestamp;         /* record_timestamp is "commit" */
         const char *metrics_address;   /* --http (alias --metrics-address) HOST:PORT, NULL: none */
         int64_t ready_timeout_ms;      /* --ready-timeout, given in seconds; 0: no progress check */
         int64_t stats_interval_ms;     /* --stats-interval, given in seconds; 0: no stats lines */
@@ -74,6 +97,17 @@ struct relay_config {
         const char *log_file;          /* --log-file; NULL: stderr */
         bool yes;                      /* --yes: `slot drop` really drops */
         const char *format;            /* --format: `slot status` output, "text" or "json"; NULL: text */
+        /* `redrive` (redrive.h checks what goes together) */
+        const char **work_ids;         /* --work-id, repeatable, in the order given (point into argv) */
+        size_t nwork_ids;
+        const char *since;             /* --since: TIME text (redrive_parse_time()); NULL: none */
+        const char *until;             /* --until: TIME text; NULL: none */
+        const char *kind;              /* --kind: the type column's (ce_type's) value; NULL: any */
+        const char *reason;            /* --reason: why, published as a header */
+        const char *time_column;       /* --time-column: what --since/--until and the horizon read */
+        int64_t dedup_horizon_ms;      /* --dedup-horizon, given in seconds */
+        int64_t max_records;           /* --max-records: the most one redrive publishes */
+        bool from_dead_letter;         /* --from-dead-letter */
         int verbose;                   /* -v, repeatable; sets log_level to debug */
         bool show_help;
         bool show_version;
@@ -87,8 +121,12 @@ struct relay_config {
  * config_parse() - fill @ret_conf from defaults, the configuration file
  * (-c/--config, else $OUTBOX_RELAY_CONFIG), the environment and
  * @argc/@argv, each setting taken from the highest of these sources that
- * sets it. A repeatable setting (table) given by a higher source replaces the
- * lower source's list; librdkafka properties merge per property name.
+ * sets it. A repeatable setting (table, column-header) given by a higher
+ * source replaces the lower source's list; librdkafka properties merge per
+ * property name. Then the preset (--preset, from any source) sets what no
+ * source set (config_usage() lists each preset's defaults); its column
+ * headers come before the given ones, unless one of these has the same
+ * header name.
  *
  * File format (README.md, "Configuration"): INI lines "name = value" as
  * libinih reads them, name being a long option or "kafka.<librdkafka
@@ -107,10 +145,15 @@ struct relay_config {
  * bytes) naming the source (option, "FILE:LINE: " or variable) for an
  * unknown option or setting, a malformed line, an unreadable file, a missing
  * or malformed value, an invalid slot name, a malformed table name or
- * property, a property that would void the guarantee (enable.idempotence=
- * false, acks other than all/-1, delivery.report.only.error=true), an
+ * property, a property that would void the guarantee or never work
+ * (enable.idempotence=false, acks other than all/-1,
+ * delivery.report.only.error=true, transactional.id), an
  * unknown choice (--on-error, --null-payload, --log-level, --log-format), a
- * malformed LSN, or both a variable and its _FILE form set.
+ * malformed LSN, both a variable and its _FILE form set, or a --column-header
+ * that is malformed (COLUMN[=HEADER], neither empty), names a reserved header
+ * (the "ce_" and "outbox_relay_" prefixes, "content-type"; any case), a
+ * header longer than RECORD_HEADER_NAME_MAX bytes, a header already named,
+ * or is one too many (RECORD_COLUMN_HEADERS_MAX).
  */
 int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen);
 
@@ -155,7 +198,27 @@ int config_parse_table_name(const char *text, struct table_name *ret);
  */
 int config_check_kafka_prop(const char *name, const char *value, char *err, size_t errlen);
 
+/*
+ * config_mapping() - what two relays sharing a slot must agree on, as one
+ * line into @buf (@size bytes, truncated): the table set and how a row
+ * becomes a record (columns, topic template, headers, NULL payloads). The
+ * checkpoint record carries it (and its digest).
+ */
+void config_mapping(const struct relay_config *conf, char *buf, size_t size);
+
 /* config_valid_slot_name() - true for 1..63 bytes of [a-z0-9_] (PostgreSQL's rule, slot.c). */
 bool config_valid_slot_name(const char *name);
+
+/* Bytes of a --message-prefix, at most. */
+#define CONFIG_MESSAGE_PREFIX_MAX 128
+
+/*
+ * config_valid_message_prefix() - true for 1..CONFIG_MESSAGE_PREFIX_MAX
+ * bytes of [A-Za-z0-9_.:/-]. wal2json's add-msg-prefixes (wal2json.c,
+ * split_string_to_list()) splits its value at commas and blanks and keeps a
+ * backslash as part of the name, so it cannot name a prefix holding any of
+ * them; the rest is kept to what needs no quoting anywhere.
+ */
+bool config_valid_message_prefix(const char *prefix);
 
 #endif

@@ -34,9 +34,10 @@ struct ledger {
         uint64_t keepalive_seq; /* adopt it once head_seq passes this */
 };
 
-/* Tickets: 16 bits of epoch, 48 bits of sequence. */
+/* Tickets: bit 63 clear (the caller's), 15 bits of epoch, 48 bits of sequence. */
 #define SEQ_BITS 48
 #define SEQ_MASK ((UINT64_C(1) << SEQ_BITS) - 1)
+#define EPOCH_MASK UINT64_C(0x7fff)
 
 static struct ledger_txn *entry(const struct ledger *l, uint64_t seq)
 {
@@ -141,7 +142,7 @@ int ledger_add_message(struct ledger *l, ledger_ticket *ret_ticket)
         seq = l->tail_seq - 1;
         entry(l, seq)->outstanding++;
         l->outstanding++;
-        *ret_ticket = (l->epoch << SEQ_BITS) | (seq & SEQ_MASK);
+        *ret_ticket = ((l->epoch & EPOCH_MASK) << SEQ_BITS) | (seq & SEQ_MASK);
         return 0;
 }
 
@@ -193,7 +194,7 @@ int ledger_ack(struct ledger *l, ledger_ticket ticket)
         uint64_t seq = ticket & SEQ_MASK;
         struct ledger_txn *t;
 
-        if ((ticket >> SEQ_BITS) != (l->epoch & 0xffff))
+        if ((ticket >> SEQ_BITS) != (l->epoch & EPOCH_MASK))
                 return -ENOENT;
         /* 48 bits of sequence: 2^48 transactions between resets never happen. */
         if (seq < l->head_seq || seq >= l->tail_seq)
@@ -213,7 +214,7 @@ int ledger_ticket_stamp(const struct ledger *l, ledger_ticket ticket, int64_t *r
         uint64_t seq = ticket & SEQ_MASK;
         const struct ledger_txn *t;
 
-        if ((ticket >> SEQ_BITS) != (l->epoch & 0xffff) || seq < l->head_seq || seq >= l->tail_seq)
+        if ((ticket >> SEQ_BITS) != (l->epoch & EPOCH_MASK) || seq < l->head_seq || seq >= l->tail_seq)
                 return -ENOENT;
         t = entry(l, seq);
         if (t->outstanding == 0)
@@ -264,10 +265,17 @@ bool ledger_in_transaction(const struct ledger *l)
 void ledger_reset(struct ledger *l)
 {
         l->head_seq = l->tail_seq = 0;
-        l->epoch = (l->epoch + 1) & 0xffff;
+        l->epoch = (l->epoch + 1) & EPOCH_MASK;
         l->outstanding = 0;
         l->open = false;
         l->keepalive_lsn = LSN_INVALID;
         l->keepalive_seq = 0;
         l->last_end_lsn = l->flush_lsn;
+}
+
+void ledger_rewind(struct ledger *l, uint64_t lsn)
+{
+        if (lsn < l->flush_lsn)
+                l->flush_lsn = lsn;
+        ledger_reset(l);
 }

@@ -30,7 +30,11 @@
 
 struct ledger;
 
-/* A message's claim on its transaction, carried as the Kafka message opaque. */
+/*
+ * A message's claim on its transaction, carried as the Kafka message opaque.
+ * Bit 63 of a ticket is always clear, and no sequence reaches bit 47: the
+ * caller may mark opaques with those bits.
+ */
 typedef uint64_t ledger_ticket;
 
 /*
@@ -121,5 +125,14 @@ bool ledger_in_transaction(const struct ledger *l);
  * LSN is kept. Tickets handed out before are unknown afterwards.
  */
 void ledger_reset(struct ledger *l);
+
+/*
+ * ledger_rewind() - ledger_reset(), and the flush LSN lowered to @lsn if it is
+ * higher. With Kafka transactions an acknowledged message is in Kafka only
+ * once its transaction committed: after an abort the flush LSN goes back to
+ * the newest committed checkpoint, so that streaming again redoes what the
+ * aborted transaction held instead of taking it for confirmed.
+ */
+void ledger_rewind(struct ledger *l, uint64_t lsn);
 
 #endif

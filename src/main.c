@@ -2,8 +2,8 @@
 /*
  * outbox-relay's entry point: read the configuration, set up the log,
  * install the stop and reload signals, run the relay, exit with its status;
- * or run one of the commands `check` and `slot create|drop|status` and print
- * its result. The only place that exits.
+ * or run one of the commands `check`, `slot create|drop|status` and
+ * `redrive` and print its result. The only place that exits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include "config.h"
 #include "log.h"
 #include "lsn.h"
+#include "redrive.h"
 #include "relay.h"
 #include "slotcmd.h"
 
@@ -113,7 +114,7 @@ static void reload(void *ctx)
         set_log_style(conf);
 }
 
-enum command { CMD_RELAY, CMD_CHECK, CMD_SLOT_CREATE, CMD_SLOT_DROP, CMD_SLOT_STATUS };
+enum command { CMD_RELAY, CMD_CHECK, CMD_SLOT_CREATE, CMD_SLOT_DROP, CMD_SLOT_STATUS, CMD_REDRIVE };
 
 static int run_check(const struct relay_config *conf)
 {
@@ -153,6 +154,10 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                 printf("created replication slot \"%s\" with plugin wal2json in database \"%s\" at "
                        "consistent point %s\n", conf->slot, cr.database,
                        lsn_format(cr.consistent_lsn, a));
+                if (relay_checkpoint_new_slot(conf, cr.consistent_lsn, err, sizeof(err)) < 0) {
+                        log_error("%s", err);
+                        return RELAY_EXIT_RETRY;
+                }
                 if (cr.existing_rows > 0)
                         log_warning("the outbox already holds %s%lld rows: they were committed before "
                                     "the slot existed and will not be published; publish them by "
@@ -178,6 +183,40 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
         return slot_exit(r);
 }
 
+/*
+ * `redrive`: 0 only when Kafka acknowledged every selected record; before
+ * publishing, a usage-like refusal is 2 and an unreachable peer 1.
+ */
+static int run_redrive(const struct relay_config *conf)
+{
+        struct redrive_result res;
+        char err[2048];
+        int r = redrive_run(conf, stdout, &res, err, sizeof(err));
+
+        if (r < 0) {
+                log_error("%s", err);
+                switch (r) {
+                case -EINVAL:
+                case -E2BIG:
+                case -EPERM:
+                        return RELAY_EXIT_USAGE;
+                case -ENOENT:
+                case -EACCES:
+                case -EPROTONOSUPPORT:
+                        return RELAY_EXIT_ENVIRONMENT;
+                default:
+                        return RELAY_EXIT_RETRY;
+                }
+        }
+        if (res.failed)
+                return RELAY_EXIT_RETRY;
+        if (res.refused)
+                return RELAY_EXIT_DATA;
+        if (res.missing)
+                return RELAY_EXIT_ENVIRONMENT;
+        return RELAY_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
         enum command cmd = CMD_RELAY;
@@ -189,6 +228,9 @@ int main(int argc, char **argv)
 
         if (argc > 1 && strcmp(argv[1], "check") == 0) {
                 cmd = CMD_CHECK;
+                skip = 1;
+        } else if (argc > 1 && strcmp(argv[1], "redrive") == 0) {
+                cmd = CMD_REDRIVE;
                 skip = 1;
         } else if (argc > 1 && strcmp(argv[1], "slot") == 0) {
                 skip = 2;
@@ -212,9 +254,12 @@ int main(int argc, char **argv)
         }
         if (!conf.show_help && !conf.show_version) {
                 const char *bad = NULL;
+                char why[512];
 
-                if (conf.yes && cmd != CMD_SLOT_DROP)
-                        bad = "--yes applies only to `slot drop`";
+                if (conf.yes && cmd != CMD_SLOT_DROP && cmd != CMD_REDRIVE)
+                        bad = "--yes applies only to `slot drop` and `redrive`";
+                else if (redrive_usage_error(&conf, cmd == CMD_REDRIVE, why, sizeof(why)))
+                        bad = why;
                 else if (conf.format && cmd != CMD_SLOT_STATUS)
                         bad = "--format applies only to `slot status`";
                 else if (conf.format && strcmp(conf.format, "text") != 0 &&
@@ -242,7 +287,8 @@ int main(int argc, char **argv)
                 if (strcmp(conf.log_level, "debug") != 0)
                         log_set_level(cmd == CMD_CHECK ? LOG_LEVEL_ERROR : LOG_LEVEL_WARNING);
                 signal(SIGPIPE, SIG_IGN);
-                code = cmd == CMD_CHECK ? run_check(&conf) : run_slot(cmd, &conf);
+                code = cmd == CMD_CHECK ? run_check(&conf) : cmd == CMD_REDRIVE ? run_redrive(&conf) :
+                       run_slot(cmd, &conf);
                 config_free(&conf);
                 return code;
         }

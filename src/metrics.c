@@ -189,28 +189,27 @@ static int add_labelled(char *buf, size_t size, size_t *o, const char *slot, con
         return 0;
 }
 
-static int add_histogram(char *buf, size_t size, size_t *o, const char *slot,
-                         const struct metrics_histogram *h)
+static int add_histogram(char *buf, size_t size, size_t *o, const char *slot, const char *name,
+                         const char *help, const struct metrics_histogram *h)
 {
         static const struct metrics_histogram none;
         uint64_t cum = 0;
 
         if (!h)
                 h = &none;
-        if (add(buf, size, o, "# HELP outbox_relay_commit_to_ack_seconds Time from a transaction's "
-                "commit (server clock) to Kafka's acknowledgement of each of its messages.\n"
-                "# TYPE outbox_relay_commit_to_ack_seconds histogram\n") < 0)
+        if (add(buf, size, o, "# HELP outbox_relay_%s %s\n# TYPE outbox_relay_%s histogram\n", name, help,
+                name) < 0)
                 return -ENOSPC;
         for (int i = 0; i < METRICS_LATENCY_BUCKETS; i++) {
                 cum += h->buckets[i];
-                if (add(buf, size, o, "outbox_relay_commit_to_ack_seconds_bucket{slot=\"%s\",le=\"%g\"} "
-                        "%llu\n", slot, metrics_latency_bounds[i], (unsigned long long)cum) < 0)
+                if (add(buf, size, o, "outbox_relay_%s_bucket{slot=\"%s\",le=\"%g\"} %llu\n", name, slot,
+                        metrics_latency_bounds[i], (unsigned long long)cum) < 0)
                         return -ENOSPC;
         }
-        if (add(buf, size, o, "outbox_relay_commit_to_ack_seconds_bucket{slot=\"%s\",le=\"+Inf\"} %llu\n"
-                "outbox_relay_commit_to_ack_seconds_sum{slot=\"%s\"} %.6f\n"
-                "outbox_relay_commit_to_ack_seconds_count{slot=\"%s\"} %llu\n", slot,
-                (unsigned long long)h->count, slot, h->sum, slot, (unsigned long long)h->count) < 0)
+        if (add(buf, size, o, "outbox_relay_%s_bucket{slot=\"%s\",le=\"+Inf\"} %llu\n"
+                "outbox_relay_%s_sum{slot=\"%s\"} %.6f\noutbox_relay_%s_count{slot=\"%s\"} %llu\n", name, slot,
+                (unsigned long long)h->count, name, slot, h->sum, name, slot,
+                (unsigned long long)h->count) < 0)
                 return -ENOSPC;
         return 0;
 }
@@ -223,6 +222,14 @@ bool metrics_ready(const struct metrics_snapshot *s, char *why, size_t size)
         }
         if (s->brokers_up == 0) {
                 snprintf(why, size, "no Kafka broker connected");
+                return false;
+        }
+        if (s->brokers_up < 0) {
+                snprintf(why, size, "Kafka broker state not known yet");
+                return false;
+        }
+        if (s->blocked) {
+                snprintf(why, size, "%s", s->blocked);
                 return false;
         }
         if (s->ready_timeout_ms > 0 && s->since_progress_ms > s->ready_timeout_ms) {
@@ -256,10 +263,17 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
         METRIC("counter", "ignored_records_total",
                "wal2json records not published (updates, deletes, truncates, messages).", "%llu",
                (unsigned long long)s->c.ignored);
+        METRIC("counter", "nontransactional_messages_total",
+               "Non-transactional logical messages with the --message-prefix, never published.", "%llu",
+               (unsigned long long)s->c.nontx_messages);
         METRIC("counter", "stream_starts_total", "Replication streams started.", "%llu",
                (unsigned long long)s->c.connects);
-        METRIC("counter", "reconnects_total", "Reconnects after a lost stream.", "%llu",
-               (unsigned long long)s->c.reconnects);
+        METRIC("counter", "reconnects_total", "Reconnects after a lost stream (a standby's looks at "
+               "the slot are not counted).", "%llu", (unsigned long long)s->c.reconnects);
+        METRIC("counter", "standby_checks_total", "Looks at the slot while another process held it "
+               "(warm standby).", "%llu", (unsigned long long)s->c.standby_checks);
+        METRIC("counter", "resent_total", "Records sent again alone after the broker refused the "
+               "batch they shared as too large.", "%llu", (unsigned long long)s->c.resent);
         METRIC("counter", "producer_restarts_total", "Kafka producers discarded and recreated.", "%llu",
                (unsigned long long)s->c.producer_restarts);
         METRIC("counter", "status_updates_total", "Standby status updates sent.", "%llu",
@@ -268,6 +282,9 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                (unsigned long long)s->flush_lsn);
         METRIC("gauge", "received_lsn", "LSN of the newest change received, in bytes.", "%llu",
                (unsigned long long)s->write_lsn);
+        METRIC("gauge", "checkpoint_lsn",
+               "LSN of the newest checkpoint record Kafka acknowledged, in bytes.", "%llu",
+               (unsigned long long)s->checkpoint_lsn);
         METRIC("gauge", "slot_lag_bytes",
                "Server WAL end minus the confirmed LSN: WAL the slot retains for the relay.", "%llu",
                (unsigned long long)lag);
@@ -279,6 +296,13 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                "Age of the oldest transaction with unacknowledged messages.", "%.3f",
                s->oldest_unacked_ms / 1000.0);
         METRIC("gauge", "streaming", "1 while a replication stream is open.", "%d", s->streaming ? 1 : 0);
+        if (add(buf, size, &o, "# HELP outbox_relay_role The relay's role, 1 for the current one: "
+                "active (streams from the slot or tries to), standby (another process holds the "
+                "slot).\n# TYPE outbox_relay_role gauge\n"
+                "outbox_relay_role{slot=\"%s\",role=\"active\"} %d\n"
+                "outbox_relay_role{slot=\"%s\",role=\"standby\"} %d\n", slot, s->standby ? 0 : 1, slot,
+                s->standby ? 1 : 0) < 0)
+                return -ENOSPC;
         METRIC("gauge", "server_wal_end_lsn", "Newest WAL end the server reported, in bytes.", "%llu",
                (unsigned long long)s->server_lsn);
         METRIC("gauge", "seconds_since_last_confirm",
@@ -297,8 +321,25 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                          "\"" METRICS_OTHER "\").", s->published_by_topic) < 0 ||
             add_labelled(buf, size, &o, slot, "delivery_errors_total", "code",
                          "Failed delivery reports, by Kafka error name.", s->errors_by_code) < 0 ||
-            add_histogram(buf, size, &o, slot, s->latency) < 0)
+            add_histogram(buf, size, &o, slot, "commit_to_ack_seconds", "Time from a transaction's "
+                          "commit (server clock) to Kafka's acknowledgement of each of its messages.",
+                          s->latency) < 0)
                 return -ENOSPC;
+        if (s->exactly_once) {
+                METRIC("counter", "kafka_transactions_committed_total",
+                       "Kafka transactions committed (--exactly-once).", "%llu",
+                       (unsigned long long)s->txn_committed);
+                METRIC("counter", "kafka_transactions_aborted_total",
+                       "Kafka transactions aborted; their records are produced again.", "%llu",
+                       (unsigned long long)s->txn_aborted);
+                METRIC("counter", "kafka_transaction_records_total",
+                       "Records in committed Kafka transactions; divided by the committed count, the "
+                       "records per transaction.", "%llu", (unsigned long long)s->txn_records);
+                if (add_histogram(buf, size, &o, slot, "kafka_transaction_commit_seconds",
+                                  "Time to commit a Kafka transaction, its checkpoint record included.",
+                                  s->txn_commit_latency) < 0)
+                        return -ENOSPC;
+        }
         return (int)o;
 }
 

@@ -26,8 +26,11 @@ struct metrics_counters {
         uint64_t skipped_transactions; /* skipped by --skip-transaction */
         uint64_t skipped_rows;
         uint64_t ignored;              /* records not published (update, delete, other tables, ...) */
+        uint64_t nontx_messages;       /* non-transactional logical messages with --message-prefix */
         uint64_t connects;             /* replication streams started */
-        uint64_t reconnects;
+        uint64_t reconnects;           /* new connections after a lost stream; not a standby's looks */
+        uint64_t standby_checks;       /* looks at a slot another process holds (warm standby) */
+        uint64_t resent;               /* records sent again alone after sharing a refused batch */
         uint64_t producer_restarts;
         uint64_t status_updates;
 };
@@ -94,10 +97,18 @@ struct metrics_snapshot {
         int64_t ready_timeout_ms;      /* /readyz: longest tolerated since_progress_ms */
         int brokers_up;                /* Kafka brokers connected; -1: not known yet */
         bool streaming;                /* a replication stream is open */
+        bool standby;                  /* role: another process holds the slot (warm standby) */
         const char *state;             /* one word for /readyz: "streaming", "standby", ... */
+        const char *blocked;           /* why nothing new is confirmed now (/readyz 503), or NULL */
+        uint64_t checkpoint_lsn;       /* LSN of the newest checkpoint record Kafka acknowledged */
         const struct metrics_labels *published_by_topic; /* acknowledged rows per topic; borrowed */
         const struct metrics_labels *errors_by_code;     /* failed delivery reports per error name */
         const struct metrics_histogram *latency;         /* commit to acknowledgement */
+        bool exactly_once;             /* the Kafka transaction series below are served */
+        uint64_t txn_committed;        /* Kafka transactions committed */
+        uint64_t txn_aborted;          /* Kafka transactions aborted */
+        uint64_t txn_records;          /* records in committed Kafka transactions */
+        const struct metrics_histogram *txn_commit_latency; /* seconds per commit */
 };
 
 struct metrics;

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "lsn.h"
+#include "pgconn.h"
 #include "replmsg.h"
 
 struct pgstream {
@@ -48,12 +49,6 @@ static void result_error(const PGresult *res, PGconn *conn, char *err, size_t er
 int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct pgstream_system *ret_sys,
                      char *err, size_t errlen)
 {
-        /* Defaults first: keys from @conninfo (expanded at "dbname") override them. */
-        const char *keys[] = {"keepalives_idle", "keepalives_interval", "keepalives_count",
-                              "tcp_user_timeout", "connect_timeout", "dbname", "replication", "options",
-                              "fallback_application_name", NULL};
-        const char *vals[] = {"10", "5", "3", "30000", "30", conninfo, "database",
-                              PGSTREAM_SESSION_OPTIONS, "outbox-relay", NULL};
         struct pgstream *s;
         PGresult *res;
         struct pgstream_system sys = {0};
@@ -62,25 +57,23 @@ int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct 
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        if (!conninfo) {
-                /* Let PGDATABASE and friends apply: drop the dbname key. */
-                for (int i = 5; keys[i]; i++) {
-                        keys[i] = keys[i + 1];
-                        vals[i] = vals[i + 1];
-                }
-        }
-        s->conn = PQconnectdbParams(keys, vals, 1);
-        if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
-                trim_copy(err, errlen, s->conn ? PQerrorMessage(s->conn) : "out of memory");
-                pgstream_free(s);
-                return -ECONNREFUSED;
+        r = pgconn_open(conninfo, PGCONN_REPLICATION, 0, 0, &s->conn, err, errlen);
+        if (r < 0) {
+                free(s);
+                return r;
         }
         res = PQexec(s->conn, "IDENTIFY_SYSTEM");
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 4) {
-                result_error(res, s->conn, err, errlen, NULL);
+                char state[6] = "";
+
+                result_error(res, s->conn, err, errlen, state);
                 PQclear(res);
                 pgstream_free(s);
-                return -EPROTO;
+                /*
+                 * A syntax error: the backend took IDENTIFY_SYSTEM as SQL, so the
+                 * replication parameter never reached it (a pooler ignoring it).
+                 */
+                return strcmp(state, "42601") == 0 ? -EPROTONOSUPPORT : -EPROTO;
         }
         snprintf(sys.system_id, sizeof(sys.system_id), "%s", PQgetvalue(res, 0, 0));
         sys.timeline = (uint32_t)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
@@ -146,121 +139,14 @@ int pgstream_start(struct pgstream *s, const struct pgstream_start *start, char 
         return r;
 }
 
-int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slot *ret_slot, char *err,
-                       size_t errlen)
+PGconn *pgstream_conn(struct pgstream *s)
 {
-        struct pgstream_slot info = {0};
-        char sql[256];
-        PGresult *res;
-
-        snprintf(sql, sizeof(sql),
-                 "SELECT plugin, database, wal_status, active_pid, confirmed_flush_lsn "
-                 "FROM pg_catalog.pg_replication_slots WHERE slot_name = '%s'", slot);
-        res = PQexec(s->conn, sql);
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-                result_error(res, s->conn, err, errlen, NULL);
-                PQclear(res);
-                return -EPROTO;
-        }
-        if (PQntuples(res) == 1) {
-                info.exists = true;
-                snprintf(info.plugin, sizeof(info.plugin), "%s", PQgetvalue(res, 0, 0));
-                snprintf(info.database, sizeof(info.database), "%s", PQgetvalue(res, 0, 1));
-                snprintf(info.wal_status, sizeof(info.wal_status), "%s", PQgetvalue(res, 0, 2));
-                info.active_pid = PQgetisnull(res, 0, 3) ? 0 : atoi(PQgetvalue(res, 0, 3));
-                if (!PQgetisnull(res, 0, 4))
-                        lsn_parse(PQgetvalue(res, 0, 4), strlen(PQgetvalue(res, 0, 4)),
-                                  &info.confirmed_flush_lsn);
-        }
-        PQclear(res);
-        *ret_slot = info;
-        return 0;
+        return s->conn;
 }
 
-static int64_t mono_ms(void);
-
-/* Cancel the running command and wait up to 5 s for its (error) result. */
-static void cancel_and_drain(PGconn *conn)
+int pgstream_backend_pid(const struct pgstream *s)
 {
-        PGcancel *cn = PQgetCancel(conn);
-        int64_t deadline = mono_ms() + 5000;
-        char buf[256];
-        PGresult *res;
-
-        if (cn) {
-                PQcancel(cn, buf, sizeof(buf));
-                PQfreeCancel(cn);
-        }
-        while (mono_ms() < deadline) {
-                struct pollfd pfd = {PQsocket(conn), POLLIN, 0};
-
-                if (!PQconsumeInput(conn))
-                        return;
-                while (!PQisBusy(conn)) {
-                        res = PQgetResult(conn);
-                        if (!res)
-                                return;
-                        PQclear(res);
-                }
-                if (poll(&pfd, 1, (int)(deadline - mono_ms())) < 0 && errno != EINTR)
-                        return;
-        }
-}
-
-int pgstream_create_slot(struct pgstream *s, const char *slot, const char *plugin, bool temporary,
-                         int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen, char sqlstate[6])
-{
-        int64_t deadline = mono_ms() + timeout_ms;
-        PGresult *res, *last = NULL;
-        char cmd[256];
-        int r = 0;
-
-        sqlstate[0] = '\0';
-        snprintf(cmd, sizeof(cmd), "CREATE_REPLICATION_SLOT \"%s\"%s LOGICAL %s", slot,
-                 temporary ? " TEMPORARY" : "", plugin);
-        if (!PQsendQuery(s->conn, cmd)) {
-                trim_copy(err, errlen, PQerrorMessage(s->conn));
-                return -EIO;
-        }
-        for (;;) {
-                struct pollfd pfd = {PQsocket(s->conn), POLLIN, 0};
-                int64_t left = deadline - mono_ms();
-
-                if (!PQconsumeInput(s->conn)) {
-                        trim_copy(err, errlen, PQerrorMessage(s->conn));
-                        PQclear(last);
-                        return -EIO;
-                }
-                if (!PQisBusy(s->conn)) {
-                        res = PQgetResult(s->conn);
-                        if (!res)
-                                break;
-                        PQclear(last);
-                        last = res;
-                        continue;
-                }
-                if (timeout_ms > 0 && left <= 0) {
-                        cancel_and_drain(s->conn);
-                        PQclear(last);
-                        snprintf(err, errlen, "no answer within %d ms", timeout_ms);
-                        return -ETIMEDOUT;
-                }
-                if (poll(&pfd, 1, timeout_ms > 0 ? (int)left : -1) < 0 && errno != EINTR) {
-                        snprintf(err, errlen, "poll: %s", strerror(errno));
-                        PQclear(last);
-                        return -EIO;
-                }
-        }
-        /* The answer: slot_name, consistent_point, snapshot_name, output_plugin. */
-        if (PQresultStatus(last) != PGRES_TUPLES_OK || PQntuples(last) != 1 || PQnfields(last) < 2) {
-                result_error(last, s->conn, err, errlen, sqlstate);
-                r = -EPROTO;
-        } else if (lsn_parse(PQgetvalue(last, 0, 1), strlen(PQgetvalue(last, 0, 1)), ret_lsn) < 0) {
-                snprintf(err, errlen, "CREATE_REPLICATION_SLOT returned a malformed consistent point");
-                r = -EPROTO;
-        }
-        PQclear(last);
-        return r;
+        return PQbackendPID(s->conn);
 }
 
 int pgstream_socket(const struct pgstream *s)

@@ -14,12 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct pgstream;
+#include <libpq-fe.h>
 
-/* Settings pinned on every connection so values do not depend on server defaults. */
-#define PGSTREAM_SESSION_OPTIONS \
-        "-c datestyle=ISO -c timezone=UTC -c bytea_output=hex -c extra_float_digits=3 " \
-        "-c intervalstyle=postgres"
+struct pgstream;
 
 struct pgstream_system {
         char system_id[32];   /* IDENTIFY_SYSTEM systemid, decimal text */
@@ -36,12 +33,14 @@ struct pgstream_start {
 
 /*
  * pgstream_connect() - open a replication connection for @conninfo (NULL:
- * PG* environment) and run IDENTIFY_SYSTEM into @ret_sys. TCP keepalives
- * and tcp_user_timeout default to detecting a dead peer within about 30 s
- * (a network cut, not only a closed socket); @conninfo may override them. Returns 0 and
+ * PG* environment; pgconn_open()'s keywords, so a dead peer is noticed within
+ * about 30 s) and run IDENTIFY_SYSTEM into @ret_sys. Returns 0 and
  * *ret_stream (owned by the caller, pgstream_free()), or -ECONNREFUSED with
- * libpq's message in @err when the connection fails, -EPROTO if
- * IDENTIFY_SYSTEM fails, -ENOMEM.
+ * libpq's message in @err when the connection fails, -EPROTONOSUPPORT when
+ * whatever answered does not speak the replication protocol (a connection
+ * pooler such as PgBouncer: it refuses the replication startup parameter,
+ * or passes the connection on without it so that IDENTIFY_SYSTEM is a
+ * syntax error), -EPROTO if IDENTIFY_SYSTEM fails otherwise, -ENOMEM.
  */
 int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct pgstream_system *ret_sys,
                      char *err, size_t errlen);
@@ -55,38 +54,16 @@ int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct 
 int pgstream_start(struct pgstream *s, const struct pgstream_start *start, char *err, size_t errlen,
                    char sqlstate[6]);
 
-struct pgstream_slot {
-        bool exists;
-        char plugin[64];
-        char database[256];
-        char wal_status[16];     /* "reserved", "extended", "unreserved", "lost", or "" */
-        int active_pid;          /* PID of the walsender holding it, 0 if none */
-        uint64_t confirmed_flush_lsn;
-};
-
 /*
- * pgstream_slot_info() - read @slot's row of pg_replication_slots over the
- * replication connection (SQL is allowed in replication=database mode, PG 10+).
- * @slot must be a valid slot name ([a-z0-9_]). Returns 0 (also when the slot
- * does not exist: ret->exists is false), or -EPROTO with the server's message.
+ * pgstream_conn() - the connection itself, borrowed, for SQL between
+ * walsender commands (allowed in replication=database mode, PostgreSQL 10+;
+ * not while streaming): the relay reads its slot over it with
+ * preflight_read_slot().
  */
-int pgstream_slot_info(struct pgstream *s, const char *slot, struct pgstream_slot *ret_slot, char *err,
-                       size_t errlen);
+PGconn *pgstream_conn(struct pgstream *s);
 
-/*
- * pgstream_create_slot() - CREATE_REPLICATION_SLOT "@slot" [TEMPORARY]
- * LOGICAL @plugin (PostgreSQL documentation "Streaming Replication
- * Protocol"; the pre-15 syntax, which 15 still accepts). A temporary slot
- * is dropped by the server when this connection closes. Creating a slot
- * waits for the transactions running on the server to end; after
- * @timeout_ms (0: no limit) the command is cancelled. @slot must be a valid
- * slot name ([a-z0-9_]); @plugin a plain name. Returns 0 and the slot's
- * consistent point LSN in *ret_lsn, -ETIMEDOUT, -EPROTO with the server's
- * message in @err and its SQLSTATE in @sqlstate (6 bytes, "" if none), or -EIO
- * if the connection failed.
- */
-int pgstream_create_slot(struct pgstream *s, const char *slot, const char *plugin, bool temporary,
-                         int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen, char sqlstate[6]);
+/* pgstream_backend_pid() - the PID of the walsender serving this connection (PQbackendPID). */
+int pgstream_backend_pid(const struct pgstream *s);
 
 /* pgstream_socket() - the socket to poll() for POLLIN (and POLLOUT when pgstream_want_write()). */
 int pgstream_socket(const struct pgstream *s);

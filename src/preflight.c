@@ -5,15 +5,18 @@
  */
 #include "preflight.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "lsn.h"
+#include "pgconn.h"
 #include "pgstream.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -47,37 +50,20 @@ static bool has_column(PGresult *cols, const char *name)
 int preflight_connect(const char *conninfo, int timeout_ms, PGconn **ret_conn, char *err,
                       size_t errlen)
 {
-        /* connect_timeout before dbname, so that @conninfo (expanded there) overrides it. */
-        const char *keys[] = {"connect_timeout", "dbname", "options", "fallback_application_name", NULL};
-        const char *vals[] = {NULL, conninfo, PGSTREAM_SESSION_OPTIONS, "outbox-relay", NULL};
-        char ct[16], opts[sizeof(PGSTREAM_SESSION_OPTIONS) + 64];
-        size_t first = 0;
-        PGconn *c;
+        char msg[1024];
+        int r = pgconn_open(conninfo, PGCONN_ORDINARY, timeout_ms, timeout_ms, ret_conn, msg, sizeof(msg));
 
-        if (timeout_ms > 0) {
-                snprintf(ct, sizeof(ct), "%d", (timeout_ms + 999) / 1000);
-                snprintf(opts, sizeof(opts), "%s -c statement_timeout=%d", PGSTREAM_SESSION_OPTIONS,
-                         timeout_ms);
-                vals[0] = ct;
-                vals[2] = opts;
-        } else {
-                first = 1;
+        if (r == -EPROTONOSUPPORT) {
+                seterr(err, errlen, "cannot connect to the database: %s: a connection pooler (PgBouncer, "
+                       "pgpool) is in between; the relay needs PostgreSQL itself (logical replication "
+                       "and pinned session settings do not pass a pooler): connect it directly", msg);
+                return -EPROTONOSUPPORT;
         }
-        if (!conninfo) {
-                /* Let PGDATABASE and friends apply: drop the dbname key. */
-                keys[1] = keys[0];
-                vals[1] = vals[0];
-                first++;
-        }
-        c = PQconnectdbParams(keys + first, vals + first, 1);
-        if (!c || PQstatus(c) != CONNECTION_OK) {
-                seterr(err, errlen, "cannot connect to the database: %s",
-                       c ? PQerrorMessage(c) : "out of memory");
-                PQfinish(c);
-                return -ECONNREFUSED;
-        }
-        *ret_conn = c;
-        return 0;
+        if (r == -ECONNREFUSED)
+                seterr(err, errlen, "cannot connect to the database: %s", msg);
+        else if (r < 0)
+                seterr(err, errlen, "cannot connect to the database: out of memory");
+        return r < 0 ? -ECONNREFUSED : 0;
 }
 
 int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char *err, size_t errlen)
@@ -90,7 +76,9 @@ int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char 
                 "(SELECT setting::bigint FROM pg_settings WHERE name = 'max_slot_wal_keep_size'), "
                 "current_user, (SELECT rolreplication FROM pg_roles WHERE rolname = current_user), "
                 "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user), "
-                "current_setting('server_version')", 0, NULL);
+                "current_setting('server_version'), "
+                "coalesce((SELECT setting FROM pg_settings WHERE name = 'synchronous_standby_names'), ''), "
+                "current_setting('application_name')", 0, NULL);
         struct preflight_settings set = {0};
 
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -112,6 +100,9 @@ int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char 
         set.rolreplication = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
         set.rolsuper = strcmp(PQgetvalue(r, 0, 9), "t") == 0;
         snprintf(set.server_version, sizeof(set.server_version), "%s", PQgetvalue(r, 0, 10));
+        snprintf(set.synchronous_standby_names, sizeof(set.synchronous_standby_names), "%s",
+                 PQgetvalue(r, 0, 11));
+        snprintf(set.application_name, sizeof(set.application_name), "%s", PQgetvalue(r, 0, 12));
         PQclear(r);
         *ret_set = set;
         return 0;
@@ -119,10 +110,94 @@ int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char 
 
 int preflight_check_version(const struct preflight_settings *set, char *err, size_t errlen)
 {
-        if (set->server_version_num >= 100000)
+        if (set->server_version_num >= PREFLIGHT_MIN_SERVER_VERSION)
                 return 0;
-        seterr(err, errlen, "server version %d is too old: outbox-relay needs PostgreSQL 10 "
-               "or later", set->server_version_num);
+        seterr(err, errlen, "server version %s (server_version_num %d) is too old: outbox-relay "
+               "supports PostgreSQL %d to %d, the major versions the PostgreSQL project supports; "
+               "upgrade the server to %d or later (pg_upgrade, or dump and restore)",
+               set->server_version[0] ? set->server_version : "unknown", set->server_version_num,
+               PREFLIGHT_MIN_SERVER_VERSION / 10000, PREFLIGHT_NEWEST_TESTED_MAJOR,
+               PREFLIGHT_MIN_SERVER_VERSION / 10000);
+        return -EINVAL;
+}
+
+/* syncrep_scanner.l's identifier characters. */
+static bool ident_char(unsigned char c, bool first)
+{
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c >= 0x80 ||
+               (!first && ((c >= '0' && c <= '9') || c == '$'));
+}
+
+bool preflight_sync_standby_named(const char *names, const char *application_name)
+{
+        const char *p = names;
+        bool parens = strchr(names, '(') != NULL, inside = false;
+        char name[1024];
+
+        while (*p) {
+                size_t n = 0;
+                bool is_name = false;
+
+                if (isspace((unsigned char)*p) || *p == ',') {
+                        p++;
+                        continue;
+                }
+                if (*p == '(' || *p == ')') {
+                        inside = *p++ == '(';
+                        continue;
+                }
+                if (*p == '"') {
+                        for (p++; *p; p++) {
+                                if (*p == '"' && p[1] != '"')
+                                        break;
+                                if (*p == '"')
+                                        p++;
+                                if (n < sizeof(name) - 1)
+                                        name[n++] = *p;
+                        }
+                        if (*p)
+                                p++;
+                        is_name = true;
+                } else if (ident_char((unsigned char)*p, true)) {
+                        while (*p && ident_char((unsigned char)*p, false) && n < sizeof(name) - 1)
+                                name[n++] = *p++;
+                        while (*p && ident_char((unsigned char)*p, false))
+                                p++;
+                        name[n] = '\0';
+                        /* the keywords, in any case, are never names (syncrep_scanner.l) */
+                        is_name = strcasecmp(name, "ANY") != 0 && strcasecmp(name, "FIRST") != 0;
+                } else if (isdigit((unsigned char)*p)) {
+                        while (isdigit((unsigned char)*p) && n < sizeof(name) - 1)
+                                name[n++] = *p++;
+                        /* a number is the count before '(', a name inside it or in a plain list */
+                        is_name = !parens || inside;
+                } else if (*p == '*') {
+                        name[n++] = *p++;
+                        is_name = true;
+                } else {
+                        p++; /* the server refuses such a setting: nothing to match */
+                        continue;
+                }
+                name[n] = '\0';
+                if (is_name && (!parens || inside) &&
+                    (strcmp(name, "*") == 0 || strcasecmp(name, application_name) == 0))
+                        return true;
+        }
+        return false;
+}
+
+int preflight_check_sync_standby(const struct preflight_settings *set, char *err, size_t errlen)
+{
+        if (!preflight_sync_standby_named(set->synchronous_standby_names, set->application_name))
+                return 0;
+        seterr(err, errlen, "synchronous_standby_names = '%s' names this relay (application_name "
+               "\"%s\"%s): its walsender becomes a synchronous standby, and every commit in the "
+               "cluster then waits until Kafka has acknowledged the rows up to it. A logical stream is "
+               "not a replica: a commit that waits for it is not on any standby. Fix: name the "
+               "physical standbys explicitly, e.g. ALTER SYSTEM SET synchronous_standby_names = "
+               "'FIRST 1 (standby1, standby2)'; SELECT pg_reload_conf()",
+               set->synchronous_standby_names, set->application_name,
+               strstr(set->synchronous_standby_names, "*") ? ", and '*' names every standby" : "");
         return -EINVAL;
 }
 
@@ -146,40 +221,78 @@ int preflight_check_encoding(const struct preflight_settings *set, char *err, si
         return -EINVAL;
 }
 
-int preflight_check_plugin_libraries(const struct preflight_settings *set, char *err, size_t errlen)
+/*
+ * The next entry of a list setting's text at *@pp ("pgoutput, test_decoding",
+ * as SHOW prints it; a name may be double-quoted): sets *@ret_name and
+ * *@ret_len (0 for an empty entry) and advances. Returns false at the end.
+ */
+static bool next_list_entry(const char **pp, const char **ret_name, size_t *ret_len)
 {
-        const char *opl = set->output_plugin_libraries, *p = opl;
-        char list[sizeof(set->output_plugin_libraries) * 2 + 32];
-        size_t o = 0;
+        const char *p = *pp, *end;
+        size_t len;
 
-        if (!set->has_output_plugin_libraries || strstr(opl, "wal2json"))
-                return 0;
+        if (!*p)
+                return false;
+        end = strchr(p, ',');
+        len = end ? (size_t)(end - p) : strlen(p);
+        *pp = end ? end + 1 : p + len;
+        while (len > 0 && (*p == ' ' || *p == '"')) {
+                p++;
+                len--;
+        }
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '"'))
+                len--;
+        *ret_name = p;
+        *ret_len = len;
+        return true;
+}
+
+bool preflight_plugin_listed(const char *list, const char *plugin)
+{
+        const char *p = list, *name;
+        size_t len;
+
+        while (next_list_entry(&p, &name, &len))
+                if (len == strlen(plugin) && memcmp(name, plugin, len) == 0)
+                        return true;
+        return false;
+}
+
+void preflight_plugin_fix(const struct preflight_settings *set, char *buf, size_t size)
+{
+        const char *p = set->has_output_plugin_libraries ? set->output_plugin_libraries :
+                        "pgoutput, test_decoding", *name;
+        size_t len, o = 0;
+
         /*
          * A list setting: ALTER SYSTEM needs one quoted literal per name
          * ('pgoutput', 'wal2json'); one literal holding a comma would become a
-         * single name "pgoutput, wal2json" and refuse both.
+         * single name "pgoutput, wal2json" and refuse both. Names holding a
+         * quote are left out (none of PostgreSQL's own plugins has one).
          */
-        list[0] = '\0';
-        while (*p) {
-                const char *end = strchr(p, ',');
-                size_t len = end ? (size_t)(end - p) : strlen(p);
+        o += (size_t)snprintf(buf, size, "as a superuser (the setting is cluster-wide): ALTER SYSTEM "
+                              "SET output_plugin_libraries = ");
+        while (o < size && next_list_entry(&p, &name, &len))
+                if (len > 0 && !memchr(name, '\'', len) && o + len + 5 < size)
+                        o += (size_t)snprintf(buf + o, size - o, "'%.*s', ", (int)len, name);
+        if (o < size)
+                snprintf(buf + o, size - o, "'wal2json'; SELECT pg_reload_conf();%s",
+                         set->has_output_plugin_libraries ? "" :
+                         " (keep every name SHOW output_plugin_libraries lists besides the defaults "
+                         "shown; this role cannot read the setting)");
+}
 
-                while (len > 0 && (*p == ' ' || *p == '"')) {
-                        p++;
-                        len--;
-                }
-                while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '"'))
-                        len--;
-                if (len > 0 && memchr(p, '\'', len) == NULL && o + len + 5 < sizeof(list) - 16)
-                        o += (size_t)snprintf(list + o, sizeof(list) - o, "'%.*s', ", (int)len, p);
-                if (!end)
-                        break;
-                p = end + 1;
-        }
-        snprintf(list + o, sizeof(list) - o, "'wal2json'");
-        seterr(err, errlen, "this server refuses wal2json as an output plugin: "
-               "output_plugin_libraries is '%s'; add it, one quoted name each: ALTER SYSTEM SET "
-               "output_plugin_libraries = %s; SELECT pg_reload_conf();", opl, list);
+int preflight_check_plugin_libraries(const struct preflight_settings *set, char *err, size_t errlen)
+{
+        char fix[sizeof(set->output_plugin_libraries) * 2 + 256];
+
+        if (!set->has_output_plugin_libraries ||
+            preflight_plugin_listed(set->output_plugin_libraries, "wal2json"))
+                return 0;
+        preflight_plugin_fix(set, fix, sizeof(fix));
+        seterr(err, errlen, "wal2json is not allowed as an output plugin on this server: its "
+               "output_plugin_libraries (PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6 and later "
+               "minor releases) is '%s'; fix: %s", set->output_plugin_libraries, fix);
         return -EINVAL;
 }
 
@@ -201,6 +314,12 @@ static int check_settings(PGconn *c, struct preflight_result *res, char *err, si
                 rc = preflight_check_encoding(&set, err, errlen);
         if (rc == 0)
                 rc = preflight_check_plugin_libraries(&set, err, errlen);
+        /* Not the relay's correctness but every committer's latency: said loudly, not refused
+         * (the running relay's side connection says it again when the walsender becomes one). */
+        if (rc == 0 && preflight_check_sync_standby(&set, err, errlen) < 0) {
+                log_error("%s", err);
+                err[0] = '\0';
+        }
         return rc;
 }
 
@@ -215,8 +334,8 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         int rc = 0;
 
         *ret_tab = tab;
-        r = query(c, "SELECT c.relkind, c.relreplident, has_table_privilege(c.oid, 'SELECT') "
-                  "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        r = query(c, "SELECT c.relkind, c.relreplident, has_table_privilege(c.oid, 'SELECT'), c.oid, "
+                  "c.relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                   "WHERE n.nspname = $1 AND c.relname = $2", 2, params);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
                 seterr(err, errlen, "cannot look up table \"%s\".\"%s\": %s", t->schema, t->table,
@@ -235,6 +354,8 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         tab.relkind = PQgetvalue(r, 0, 0)[0];
         tab.replica_identity = PQgetvalue(r, 0, 1)[0];
         tab.can_select = strcmp(PQgetvalue(r, 0, 2), "t") == 0;
+        tab.oid = (uint32_t)strtoul(PQgetvalue(r, 0, 3), NULL, 10);
+        tab.persistence = PQgetvalue(r, 0, 4)[0];
         PQclear(r);
         *ret_tab = tab;
         if (tab.relkind == 'p') {
@@ -246,6 +367,15 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         if (tab.relkind != 'r') {
                 seterr(err, errlen, "\"%s\".\"%s\" is not a table: logical decoding sees only "
                        "table rows", t->schema, t->table);
+                return -EINVAL;
+        }
+        if (tab.persistence != 'p') {
+                seterr(err, errlen, "table \"%s\".\"%s\" is %s: its rows are not written to the WAL, "
+                       "so logical decoding never sees them and the relay would publish nothing; "
+                       "fix: ALTER TABLE \"%s\".\"%s\" SET LOGGED (rows inserted while it was "
+                       "unlogged are not published even then: publish them by other means)",
+                       t->schema, t->table, tab.persistence == 'u' ? "UNLOGGED" : "TEMPORARY",
+                       t->schema, t->table);
                 return -EINVAL;
         }
         r = query(c, "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
@@ -272,6 +402,61 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         ret_tab->has_type_column = has_column(r, conf->type_column);
         PQclear(r);
         return rc;
+}
+
+int preflight_check_header_columns(PGconn *c, const struct relay_config *conf,
+                                   const struct table_name *t, char *err, size_t errlen)
+{
+        const char *params[2] = {t->schema, t->table};
+        char missing[512] = "", fix[768] = "", *qs, *qt;
+        size_t nm = 0, o = 0, of = 0;
+        PGresult *r;
+
+        if (conf->ncolumn_headers == 0)
+                return 0;
+        r = query(c, "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                  "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
+                  "c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped", 2, params);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+                seterr(err, errlen, "cannot read the columns of \"%s\".\"%s\": %s", t->schema,
+                       t->table, PQresultErrorMessage(r));
+                PQclear(r);
+                return -EINVAL;
+        }
+        if (PQntuples(r) == 0) {
+                seterr(err, errlen, "table \"%s\".\"%s\" does not exist", t->schema, t->table);
+                PQclear(r);
+                return -ENOENT;
+        }
+        for (size_t i = 0; i < conf->ncolumn_headers; i++) {
+                const struct column_header *h = &conf->column_headers[i];
+                char *qc;
+
+                if (has_column(r, h->column))
+                        continue;
+                qc = PQescapeIdentifier(c, h->column, strlen(h->column));
+                if (o < sizeof(missing))
+                        o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s\"%s\" (header "
+                                              "\"%s\")", nm ? ", " : "", h->column, h->header);
+                if (of < sizeof(fix))
+                        of += (size_t)snprintf(fix + of, sizeof(fix) - of, "%sADD COLUMN %s text",
+                                               nm ? ", " : "", qc ? qc : h->column);
+                PQfreemem(qc);
+                nm++;
+        }
+        PQclear(r);
+        if (nm == 0)
+                return 0;
+        qs = PQescapeIdentifier(c, t->schema, strlen(t->schema));
+        qt = PQescapeIdentifier(c, t->table, strlen(t->table));
+        seterr(err, errlen, "table \"%s\".\"%s\" has no column%s %s, needed by --column-header: "
+               "a row without it cannot be published (a NULL publishes no header); fix: add %s "
+               "(ALTER TABLE %s.%s %s, or another type) or change --column-header", t->schema,
+               t->table, nm == 1 ? "" : "s", missing, nm == 1 ? "it" : "them", qs ? qs : t->schema,
+               qt ? qt : t->table, fix);
+        PQfreemem(qs);
+        PQfreemem(qt);
+        return -EINVAL;
 }
 
 int preflight_existing_rows(PGconn *c, const struct table_name *t, int64_t *ret_rows, char *err,
@@ -314,95 +499,276 @@ static void warn_existing_rows(PGconn *c, const struct relay_config *conf)
         }
 }
 
+static uint64_t get_lsn(const PGresult *r, int col)
+{
+        uint64_t lsn = LSN_INVALID;
+
+        if (!PQgetisnull(r, 0, col))
+                lsn_parse(PQgetvalue(r, 0, col), strlen(PQgetvalue(r, 0, col)), &lsn);
+        return lsn;
+}
+
 int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_slot, char *err,
                         size_t errlen)
 {
-        const char *params[1] = {slot};
+        int v = PQserverVersion(c);
+        char sql[2048], *lit;
         struct preflight_slot s = {0};
         PGresult *r;
 
-        /* wal_status is PostgreSQL 13's. */
-        r = query(c, PQserverVersion(c) >= 130000 ?
-                  "SELECT plugin, database, slot_type, confirmed_flush_lsn, restart_lsn, "
-                  "wal_status, active_pid FROM pg_replication_slots WHERE slot_name = $1" :
-                  "SELECT plugin, database, slot_type, confirmed_flush_lsn, restart_lsn, "
-                  "NULL, active_pid FROM pg_replication_slots WHERE slot_name = $1", 1, params);
+        lit = PQescapeLiteral(c, slot, strlen(slot));
+        if (!lit) {
+                seterr(err, errlen, "cannot read pg_replication_slots: %s", PQerrorMessage(c));
+                return -EIO;
+        }
+        /*
+         * One query, so that the current WAL position and the slot's are read
+         * together. The only place that knows which server has which column.
+         */
+        snprintf(sql, sizeof(sql),
+                 "SELECT s.plugin, s.slot_type, s.database, s.temporary, s.active_pid, "
+                 "s.confirmed_flush_lsn, s.restart_lsn, "
+                 "CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                 "ELSE pg_current_wal_lsn() END, pg_is_in_recovery(), %s, %s, "
+                 "concat_ws(', ', 'application \"' || a.application_name || '\"', "
+                 "'client ' || host(a.client_addr), "
+                 "'connected since ' || to_char(a.backend_start AT TIME ZONE 'UTC', "
+                 "'YYYY-MM-DD HH24:MI:SS') || ' UTC') "
+                 "FROM pg_catalog.pg_replication_slots s "
+                 "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid "
+                 "WHERE s.slot_name = %.200s",
+                 v >= 130000 ? "s.wal_status, s.safe_wal_size" : "NULL, NULL",
+                 v >= 170000 ? "s.failover, s.synced" : "false, false", lit);
+        PQfreemem(lit);
+        /* A literal, not a parameter: replication connections take the simple protocol only. */
+        r = PQexec(c, sql);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
                 seterr(err, errlen, "cannot read pg_replication_slots: %s", PQresultErrorMessage(r));
                 PQclear(r);
-                return -EINVAL;
+                return -EIO;
         }
         if (PQntuples(r) == 1) {
                 s.exists = true;
                 snprintf(s.plugin, sizeof(s.plugin), "%s", PQgetvalue(r, 0, 0));
-                snprintf(s.database, sizeof(s.database), "%s", PQgetvalue(r, 0, 1));
-                snprintf(s.slot_type, sizeof(s.slot_type), "%s", PQgetvalue(r, 0, 2));
-                if (!PQgetisnull(r, 0, 3))
-                        lsn_parse(PQgetvalue(r, 0, 3), strlen(PQgetvalue(r, 0, 3)),
-                                  &s.confirmed_flush_lsn);
-                if (!PQgetisnull(r, 0, 4))
-                        lsn_parse(PQgetvalue(r, 0, 4), strlen(PQgetvalue(r, 0, 4)), &s.restart_lsn);
-                snprintf(s.wal_status, sizeof(s.wal_status), "%s", PQgetvalue(r, 0, 5));
-                s.active_pid = PQgetisnull(r, 0, 6) ? 0 : atoi(PQgetvalue(r, 0, 6));
+                snprintf(s.slot_type, sizeof(s.slot_type), "%s", PQgetvalue(r, 0, 1));
+                snprintf(s.database, sizeof(s.database), "%s", PQgetvalue(r, 0, 2));
+                s.temporary = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
+                s.active_pid = PQgetisnull(r, 0, 4) ? 0 : atoi(PQgetvalue(r, 0, 4));
+                s.confirmed_flush_lsn = get_lsn(r, 5);
+                s.restart_lsn = get_lsn(r, 6);
+                s.current_wal_lsn = get_lsn(r, 7);
+                s.in_recovery = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
+                s.has_wal_status = v >= 130000;
+                snprintf(s.wal_status, sizeof(s.wal_status), "%s", PQgetvalue(r, 0, 9));
+                s.safe_wal_size_null = PQgetisnull(r, 0, 10);
+                s.safe_wal_size = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
+                s.failover = strcmp(PQgetvalue(r, 0, 11), "t") == 0;
+                s.synced = strcmp(PQgetvalue(r, 0, 12), "t") == 0;
+                if (s.active_pid)
+                        snprintf(s.holder, sizeof(s.holder), "PID %d%s%.480s", s.active_pid,
+                                 PQgetvalue(r, 0, 13)[0] ? ", " : "", PQgetvalue(r, 0, 13));
         }
         PQclear(r);
         *ret_slot = s;
         return 0;
 }
 
+enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *s, const char *dbname)
+{
+        if (!s->exists)
+                return PREFLIGHT_SLOT_MISSING;
+        if (strcmp(s->slot_type, "logical") != 0)
+                return PREFLIGHT_SLOT_NOT_LOGICAL;
+        if (strcmp(s->plugin, "wal2json") != 0)
+                return PREFLIGHT_SLOT_OTHER_PLUGIN;
+        if (strcmp(s->database, dbname) != 0)
+                return PREFLIGHT_SLOT_OTHER_DATABASE;
+        if (strcmp(s->wal_status, "lost") == 0 || s->restart_lsn == LSN_INVALID)
+                return PREFLIGHT_SLOT_LOST;
+        if (s->synced && s->in_recovery)
+                return PREFLIGHT_SLOT_SYNCED;
+        if (s->active_pid)
+                return PREFLIGHT_SLOT_ACTIVE;
+        return PREFLIGHT_SLOT_OK;
+}
+
+void preflight_slot_explain(enum preflight_slot_verdict v, const struct preflight_slot *s,
+                            const char *slot, const char *dbname, enum preflight_when when,
+                            uint64_t since_lsn, char *buf, size_t size)
+{
+        bool again = when == PREFLIGHT_RECONNECTING;
+        char a[LSN_STRLEN];
+
+        lsn_format(since_lsn, a);
+        switch (v) {
+        case PREFLIGHT_SLOT_OK:
+                snprintf(buf, size, "replication slot \"%s\": plugin wal2json, database \"%s\", "
+                         "confirmed_flush_lsn %s%s%s", slot, s->database,
+                         lsn_format(s->confirmed_flush_lsn, a), s->wal_status[0] ? ", wal_status " : "",
+                         s->wal_status);
+                return;
+        case PREFLIGHT_SLOT_MISSING:
+                if (again)
+                        snprintf(buf, size, "replication slot \"%s\" is gone (dropped, or this server is "
+                                 "a promoted standby that never had it). outbox-relay does not recreate "
+                                 "it: a new slot starts at the current WAL and would skip every row "
+                                 "committed since LSN %s. Decide how to recover those rows, then start "
+                                 "once with --create-slot", slot, a);
+                else
+                        snprintf(buf, size, "replication slot \"%s\" does not exist in this cluster. If "
+                                 "this is the first start, run once with --create-slot. If the slot "
+                                 "existed before, it was dropped, invalidated or not carried to a "
+                                 "promoted standby: a new slot starts at the current WAL and skips every "
+                                 "row committed since, so decide how to recover those rows before "
+                                 "creating it", slot);
+                return;
+        case PREFLIGHT_SLOT_NOT_LOGICAL:
+                snprintf(buf, size, "replication slot \"%s\" is a %s slot, not a logical one%s: choose "
+                         "another name with --slot", slot, s->slot_type,
+                         again ? " (it was replaced while the relay was away)" : "");
+                return;
+        case PREFLIGHT_SLOT_OTHER_PLUGIN:
+                snprintf(buf, size, "replication slot \"%s\" uses output plugin \"%s\", not wal2json%s: "
+                         "choose another name with --slot", slot, s->plugin,
+                         again ? " (it was replaced while the relay was away)" : "");
+                return;
+        case PREFLIGHT_SLOT_OTHER_DATABASE:
+                snprintf(buf, size, "replication slot \"%s\" belongs to database \"%s\", not \"%s\"%s: "
+                         "connect to that database or choose another name with --slot", slot,
+                         s->database, dbname, again ? " (it was replaced while the relay was away)" : "");
+                return;
+        case PREFLIGHT_SLOT_LOST:
+                if (again)
+                        snprintf(buf, size, "replication slot \"%s\" was invalidated (wal_status lost, see "
+                                 "max_slot_wal_keep_size): the WAL of rows not yet published after LSN %s "
+                                 "is gone. Recover them by other means, then drop the slot and start once "
+                                 "with --create-slot", slot, a);
+                else
+                        snprintf(buf, size, "replication slot \"%s\" was invalidated (wal_status lost, "
+                                 "probably max_slot_wal_keep_size): the WAL of rows not yet published is "
+                                 "gone; recover them by other means, then drop and recreate the slot", slot);
+                return;
+        case PREFLIGHT_SLOT_SYNCED:
+                snprintf(buf, size, "replication slot \"%s\" on this standby is a synchronized copy of "
+                         "the primary's failover slot (PostgreSQL 17+): it cannot be streamed from until "
+                         "this server is promoted; point the relay at the primary", slot);
+                return;
+        case PREFLIGHT_SLOT_ACTIVE:
+                snprintf(buf, size, "replication slot \"%s\" is in use by %s", slot,
+                         s->holder[0] ? s->holder : "another process");
+                return;
+        }
+        snprintf(buf, size, "replication slot \"%s\": unknown verdict %d", slot, (int)v);
+}
+
 int preflight_check_slot(const struct preflight_slot *s, const char *slot, const char *dbname,
                          char *err, size_t errlen)
 {
-        if (strcmp(s->slot_type, "logical") != 0) {
-                seterr(err, errlen, "replication slot \"%s\" is a %s slot, not a logical one: choose "
-                       "another name with --slot", slot, s->slot_type);
-                return -EINVAL;
-        }
-        if (strcmp(s->plugin, "wal2json") != 0) {
-                seterr(err, errlen, "replication slot \"%s\" uses output plugin \"%s\", not wal2json: "
-                       "choose another name with --slot", slot, s->plugin);
-                return -EINVAL;
-        }
-        if (strcmp(s->database, dbname) != 0) {
-                seterr(err, errlen, "replication slot \"%s\" belongs to database \"%s\", not \"%s\": "
-                       "connect to that database or choose another name with --slot", slot,
-                       s->database, dbname);
-                return -EINVAL;
-        }
-        if (strcmp(s->wal_status, "lost") == 0) {
-                seterr(err, errlen, "replication slot \"%s\" was invalidated (wal_status lost, "
-                       "probably max_slot_wal_keep_size): the WAL of rows not yet published is "
-                       "gone; recover them by other means, then drop and recreate the slot", slot);
-                return -EINVAL;
-        }
-        return 0;
+        enum preflight_slot_verdict v = preflight_slot_verdict(s, dbname);
+
+        if (v == PREFLIGHT_SLOT_OK || v == PREFLIGHT_SLOT_ACTIVE)
+                return 0;
+        preflight_slot_explain(v, s, slot, dbname, PREFLIGHT_AT_START, LSN_INVALID, err, errlen);
+        return -EINVAL;
 }
 
-int preflight_create_slot(PGconn *c, const char *slot, uint64_t *ret_lsn, char *err, size_t errlen)
+/* Run @sql, discarding a successful result. Returns 0 or -EIO. */
+static int exec_ok(PGconn *c, const char *sql)
 {
-        const char *params[1] = {slot};
-        const char *state;
+        PGresult *r = PQexec(c, sql);
+        int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+
+        PQclear(r);
+        return ok ? 0 : -EIO;
+}
+
+int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool temporary,
+                          int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen,
+                          char *ret_sqlstate)
+{
+        const char *params[3] = {slot, plugin, temporary ? "true" : "false"};
+        char set[96], saved[64] = "0", state[6] = "", msg[1024];
         PGresult *r;
         int rc = 0;
 
-        r = query(c, "SELECT lsn FROM pg_create_logical_replication_slot($1, 'wal2json')", 1, params);
+        r = PQexec(c, "SHOW statement_timeout");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+            strspn(PQgetvalue(r, 0, 0), "0123456789msinh ") == strlen(PQgetvalue(r, 0, 0)))
+                snprintf(saved, sizeof(saved), "'%s'", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        /* The server cancels the creation itself, whatever happens to this client. */
+        snprintf(set, sizeof(set), "SET statement_timeout = %d", timeout_ms > 0 ? timeout_ms : 0);
+        if (exec_ok(c, set) < 0) {
+                pgconn_error(NULL, c, msg, sizeof(msg), ret_sqlstate);
+                seterr(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
+                return -EIO;
+        }
+        r = PQexecParams(c, "SELECT lsn FROM pg_catalog.pg_create_logical_replication_slot($1, $2, $3)",
+                         3, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-                seterr(err, errlen, "cannot create replication slot \"%s\": %s", slot,
-                       PQresultErrorMessage(r));
-                rc = state && strcmp(state, "42710") == 0 ? -EEXIST : -EINVAL;
+                pgconn_error(r, c, msg, sizeof(msg), state);
+                if (strcmp(state, "57014") == 0)
+                        seterr(err, errlen, "cannot create replication slot \"%s\": no consistent point "
+                               "within %d s (the server cancelled the creation; no slot was left "
+                               "behind)", slot, (timeout_ms + 999) / 1000);
+                else
+                        seterr(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
+                rc = !state[0] && PQstatus(c) != CONNECTION_OK ? -EIO :
+                     strcmp(state, "42710") == 0 ? -EEXIST : strcmp(state, "57014") == 0 ? -ETIMEDOUT :
+                     strcmp(state, "42501") == 0 ? -EACCES : strcmp(state, "58P01") == 0 ? -ENOENT :
+                     -EINVAL;
         } else if (lsn_parse(PQgetvalue(r, 0, 0), strlen(PQgetvalue(r, 0, 0)), ret_lsn) < 0) {
                 seterr(err, errlen, "cannot create replication slot \"%s\": malformed LSN \"%s\"",
                        slot, PQgetvalue(r, 0, 0));
                 rc = -EINVAL;
         }
         PQclear(r);
+        if (ret_sqlstate)
+                snprintf(ret_sqlstate, 6, "%s", state);
+        snprintf(set, sizeof(set), "SET statement_timeout = %s", saved);
+        if (rc != -EIO)
+                exec_ok(c, set);
         return rc;
+}
+
+void preflight_slot_blockers(PGconn *c, char *buf, size_t size)
+{
+        PGresult *r = PQexec(c,
+                "SELECT 'PID ' || pid || ' (user \"' || coalesce(usename, '?') || '\", application \"' "
+                "|| coalesce(application_name, '') || '\", ' || coalesce(state, '?') || ' for ' || "
+                "extract(epoch FROM now() - xact_start)::bigint || ' s)' "
+                "FROM pg_catalog.pg_stat_activity "
+                "WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() "
+                "ORDER BY xact_start LIMIT 5");
+        PGresult *p = PQexec(c,
+                "SELECT 'prepared transaction ''' || gid || ''' (owner \"' || owner || '\", database \"' "
+                "|| database || '\", prepared ' || extract(epoch FROM now() - prepared)::bigint || "
+                "' s ago)' FROM pg_catalog.pg_prepared_xacts ORDER BY prepared LIMIT 5");
+        bool prepared = PQresultStatus(p) == PGRES_TUPLES_OK && PQntuples(p) > 0;
+        size_t o = 0;
+        int n = 0;
+
+        buf[0] = '\0';
+        for (int k = 0; k < 2; k++) {
+                PGresult *q = k ? p : r;
+
+                if (PQresultStatus(q) != PGRES_TUPLES_OK)
+                        continue;
+                for (int i = 0; i < PQntuples(q) && o + 1 < size; i++, n++)
+                        o += (size_t)snprintf(buf + o, size - o, "%s%s", n ? ", " : "",
+                                              PQgetvalue(q, i, 0));
+        }
+        if (prepared && o + 1 < size)
+                snprintf(buf + o, size - o, "; a prepared transaction holds it up until someone runs "
+                         "COMMIT PREPARED or ROLLBACK PREPARED with its name");
+        PQclear(r);
+        PQclear(p);
 }
 
 static int check_slot(PGconn *c, const struct relay_config *conf, struct preflight_result *res,
                       char *err, size_t errlen)
 {
+        char blockers[1536];
         struct preflight_slot s;
         uint64_t lsn;
         int rc;
@@ -410,23 +776,31 @@ static int check_slot(PGconn *c, const struct relay_config *conf, struct preflig
         rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
         if (rc < 0)
                 return rc;
-        if (!s.exists) {
-                if (!conf->create_slot) {
-                        seterr(err, errlen, "replication slot \"%s\" does not exist in this cluster. "
-                               "If this is the first start, run once with --create-slot. If the slot "
-                               "existed before, it was dropped, invalidated or not carried to a "
-                               "promoted standby: a new slot starts at the current WAL and skips every "
-                               "row committed since, so decide how to recover those rows before "
-                               "creating it", conf->slot);
-                        return -ENOENT;
+        if (!s.exists && conf->create_slot) {
+                rc = preflight_create_slot(c, conf->slot, "wal2json", false,
+                                           (int)conf->slot_create_timeout_ms, &lsn, err, errlen, NULL);
+                if (rc == -ETIMEDOUT) {
+                        preflight_slot_blockers(c, blockers, sizeof(blockers));
+                        if (blockers[0])
+                                snprintf(err + strlen(err), errlen - strlen(err), "; it waited for %s",
+                                         blockers);
                 }
-                rc = preflight_create_slot(c, conf->slot, &lsn, err, errlen);
+                if (rc == -EIO)
+                        return -ECONNRESET;
                 if (rc < 0)
                         return -EINVAL;
                 res->slot_created = true;
-                log_info("created replication slot \"%s\" with plugin wal2json", conf->slot);
+                log_info("created replication slot \"%s\" with plugin wal2json at consistent point %s",
+                         conf->slot, lsn_format(lsn, (char[LSN_STRLEN]){0}));
                 warn_existing_rows(c, conf);
-                return check_slot(c, &(struct relay_config){.slot = conf->slot}, res, err, errlen);
+                rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        if (!s.exists) {
+                preflight_slot_explain(PREFLIGHT_SLOT_MISSING, &s, conf->slot, res->dbname,
+                                       PREFLIGHT_AT_START, LSN_INVALID, err, errlen);
+                return -ENOENT;
         }
         rc = preflight_check_slot(&s, conf->slot, res->dbname, err, errlen);
         if (rc == 0) {
@@ -434,6 +808,73 @@ static int check_slot(PGconn *c, const struct relay_config *conf, struct preflig
                 res->restart_lsn = s.restart_lsn;
         }
         return rc;
+}
+
+/*
+ * The domains over json and jsonb (also domains over those), whose text
+ * PostgreSQL checked on input, at most PREFLIGHT_MAX_JSON_DOMAINS.
+ */
+static int read_json_domains(PGconn *c, struct preflight_result *res, char *err, size_t errlen)
+{
+        PGresult *r = PQexec(c,
+                "WITH RECURSIVE d(oid) AS ("
+                " SELECT t.oid FROM pg_catalog.pg_type t WHERE t.typtype = 'd' AND "
+                "  t.typbasetype IN ('pg_catalog.json'::regtype, 'pg_catalog.jsonb'::regtype)"
+                " UNION SELECT t.oid FROM pg_catalog.pg_type t JOIN d ON t.typbasetype = d.oid"
+                "  WHERE t.typtype = 'd') "
+                "SELECT oid FROM d LIMIT " PREFLIGHT_MAX_JSON_DOMAINS_TEXT);
+
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+                seterr(err, errlen, "cannot read the domains over json and jsonb: %s",
+                       PQresultErrorMessage(r));
+                PQclear(r);
+                return -EINVAL;
+        }
+        res->json_domains = calloc((size_t)PQntuples(r) + 1, sizeof(*res->json_domains));
+        if (!res->json_domains) {
+                PQclear(r);
+                seterr(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        for (int i = 0; i < PQntuples(r); i++)
+                res->json_domains[i] = (uint32_t)strtoul(PQgetvalue(r, i, 0), NULL, 10);
+        res->njson_domains = (size_t)PQntuples(r);
+        PQclear(r);
+        return 0;
+}
+
+/*
+ * The replication connection works before any slot is made: a pooler in -d
+ * lets ordinary connections through, and --create-slot would otherwise make
+ * a slot that nothing can stream from.
+ */
+static int check_replication(const struct relay_config *conf, struct preflight_result *res, char *err,
+                             size_t errlen)
+{
+        struct pgstream_system sys;
+        struct pgstream *s = NULL;
+        char msg[1024];
+        int r = pgstream_connect(conf->conninfo, &s, &sys, msg, sizeof(msg));
+
+        if (r == 0)
+                snprintf(res->system_id, sizeof(res->system_id), "%s", sys.system_id);
+        pgstream_free(s);
+        if (r == -EPROTONOSUPPORT) {
+                seterr(err, errlen, "the replication connection (replication=database) did not reach "
+                       "PostgreSQL's replication protocol: %s. A connection pooler (PgBouncer, pgpool) "
+                       "cannot carry logical replication: connect the relay to PostgreSQL directly, not "
+                       "through a pooler", msg);
+                return -EPROTONOSUPPORT;
+        }
+        if (r == -ECONNREFUSED) {
+                seterr(err, errlen, "cannot open the replication connection: %s", msg);
+                return -ECONNREFUSED;
+        }
+        if (r < 0) {
+                seterr(err, errlen, "the replication connection failed: %s", msg);
+                return -EINVAL;
+        }
+        return 0;
 }
 
 int preflight_run(const struct relay_config *conf, const char *const *columns, size_t ncolumns,
@@ -448,19 +889,94 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
         if (r < 0)
                 return r;
         r = check_settings(c, &res, err, errlen);
+        res.table_oids = calloc(conf->ntables ? conf->ntables : 1, sizeof(*res.table_oids));
+        if (!res.table_oids) {
+                seterr(err, errlen, "out of memory");
+                r = -ENOMEM;
+        }
         for (size_t i = 0; r == 0 && i < conf->ntables; i++) {
                 const struct table_name *t = &conf->tables[i];
 
                 r = preflight_check_table(c, conf, t, columns, ncolumns, &tab, err, errlen);
+                res.table_oids[i] = tab.oid;
+                if (r == 0)
+                        r = preflight_check_header_columns(c, conf, t, err, errlen);
                 if (r == 0 && !tab.has_type_column)
                         log_warning("table \"%s\".\"%s\" has no column \"%s\": records will carry no "
                                     "ce_type header (set --type-column)", t->schema, t->table,
                                     conf->type_column);
         }
         if (r == 0)
+                r = read_json_domains(c, &res, err, errlen);
+        if (r == 0)
+                r = check_replication(conf, &res, err, errlen);
+        if (r == 0)
                 r = check_slot(c, conf, &res, err, errlen);
+        /*
+         * A query that failed because the server went away (restarting, the
+         * connection cut) is worth retrying like a failed connect, whatever
+         * the query was.
+         */
+        if (r < 0 && PQstatus(c) != CONNECTION_OK)
+                r = -ECONNRESET;
         PQfinish(c);
         if (r == 0)
                 *ret_res = res;
+        else
+                preflight_result_release(&res);
         return r;
+}
+
+void preflight_result_release(struct preflight_result *res)
+{
+        free(res->table_oids);
+        free(res->json_domains);
+        res->table_oids = NULL;
+        res->json_domains = NULL;
+        res->njson_domains = 0;
+}
+
+const char PREFLIGHT_WATCH_SQL[] =
+        "SELECT t.i, c.oid, c.relkind, c.relpersistence, s.active_pid, s.confirmed_flush_lsn, "
+        "r.sync_state "
+        "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(sch, rel, i) "
+        "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.sch "
+        "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel "
+        "LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $3 "
+        "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid "
+        "ORDER BY t.i";
+
+char *preflight_watch_array(const struct table_name *tables, size_t n, bool schemas)
+{
+        size_t size = 3;
+        char *buf, *p;
+
+        for (size_t i = 0; i < n; i++)
+                size += 2 * strlen(schemas ? tables[i].schema : tables[i].table) + 3;
+        buf = malloc(size);
+        if (!buf)
+                return NULL;
+        p = buf;
+        *p++ = '{';
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        *p++ = ',';
+                *p++ = '"';
+                for (const char *c = schemas ? tables[i].schema : tables[i].table; *c; c++) {
+                        if (*c == '"' || *c == '\\')
+                                *p++ = '\\';
+                        *p++ = *c;
+                }
+                *p++ = '"';
+        }
+        *p++ = '}';
+        *p = '\0';
+        return buf;
+}
+
+PGresult *preflight_watch(PGconn *c, const char *schemas, const char *tables, const char *slot)
+{
+        const char *params[3] = {schemas, tables, slot};
+
+        return PQexecParams(c, PREFLIGHT_WATCH_SQL, 3, NULL, params, NULL, NULL, 0);
 }

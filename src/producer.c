@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
@@ -21,31 +22,128 @@ struct producer {
         rd_kafka_queue_t *mainq;
         int pipefd[2];
         producer_dr_fn *dr;
-        producer_error_fn *on_error;
+        producer_event_fn *on_event;
         void *ctx;
-        int brokers_up;         /* from the last statistics event; -1: none yet */
+        int brokers_up;          /* see producer_brokers_up() */
+        bool down;               /* all.brokers.down reported and not yet the way back */
+        uint64_t inflight_bytes; /* producer_msg_bytes() of messages whose report is not served */
 };
 
 /*
  * Headers a failed message's report carries back (a resend or dead-letter
- * copies them): more than the relay ever sends, its 8 own and up to 64 of a
+ * copies them): more than the relay ever sends, its own and up to 64 of a
  * row's headers column plus 3 dead-letter ones.
  */
 #define MAX_REPORT_HEADERS 96
 
-const char *producer_header_value(const struct producer_report *report, const char *name, char *buf,
-                                  size_t size)
+enum producer_fault producer_classify(int code, int fatal_code)
+{
+        switch (code) {
+        case RD_KAFKA_RESP_ERR_NO_ERROR:
+                return PRODUCER_OK;
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+        case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+        case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+        case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+        case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+        case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+        case RD_KAFKA_RESP_ERR_INVALID_MSG:
+        case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+        case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
+                return PRODUCER_FAULT_RECORD;
+        case RD_KAFKA_RESP_ERR__FATAL:
+                /* An idempotence sequence broken by the cluster: a new producer starts a new one. */
+                switch (fatal_code) {
+                case RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER:
+                case RD_KAFKA_RESP_ERR_DUPLICATE_SEQUENCE_NUMBER:
+                case RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID:
+                case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
+                case RD_KAFKA_RESP_ERR__GAPLESS_GUARANTEE:
+                case RD_KAFKA_RESP_ERR__INCONSISTENT:
+                        return PRODUCER_FAULT_CLUSTER;
+                default:
+                        return PRODUCER_FAULT_FATAL;
+                }
+        case RD_KAFKA_RESP_ERR__STATE:
+        case RD_KAFKA_RESP_ERR__INVALID_ARG:
+        case RD_KAFKA_RESP_ERR__FENCED:
+        case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
+        case RD_KAFKA_RESP_ERR__NOT_IMPLEMENTED:
+        case RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE:
+        case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_INVALID_REQUIRED_ACKS:
+        case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION:
+                return PRODUCER_FAULT_FATAL;
+        default:
+                return PRODUCER_FAULT_CLUSTER;
+        }
+}
+
+const char *producer_fix(int code)
+{
+        switch (code) {
+        case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+                /* Kafka's ACLs: WRITE implies DESCRIBE, which the producer's metadata request needs. */
+                return "Grant WRITE on the topic to the relay's Kafka principal (an ACL)";
+        case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+                return "Grant IDEMPOTENT_WRITE on the cluster to the relay's Kafka principal (an ACL; "
+                       "brokers before Kafka 3.0 need it for idempotent producers)";
+        case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+                return "Raise the topic's message.timestamp.before.max.ms and "
+                       "message.timestamp.after.max.ms, or publish with --record-timestamp=produce";
+        case RD_KAFKA_RESP_ERR__STATE:
+                return "Check the -X settings: librdkafka's producer is in a state no retry leaves "
+                       "(a transactional.id without transactions, for one)";
+        default:
+                return NULL;
+        }
+}
+
+_Static_assert(PRODUCER_ERR_MSG_SIZE_TOO_LARGE == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+               "Kafka's MESSAGE_TOO_LARGE");
+
+static void set_error(struct producer_error *e, rd_kafka_resp_err_t code, int fatal_code,
+                      const char *text)
+{
+        e->code = code;
+        e->fault = producer_classify(code, fatal_code);
+        snprintf(e->name, sizeof(e->name), "%s", code ? rd_kafka_err2name(code) : "");
+        snprintf(e->text, sizeof(e->text), "%s", text ? text : code ? rd_kafka_err2str(code) : "");
+}
+
+size_t producer_msg_bytes(const struct producer_msg *m)
+{
+        size_t n = (m->key ? m->key_len : 0) + (m->value ? m->value_len : 0);
+
+        for (size_t i = 0; i < m->nheaders; i++)
+                n += strlen(m->headers[i].name) + m->headers[i].len;
+        return n;
+}
+
+const char *producer_header_value(const struct producer_msg *m, const char *name, char *buf, size_t size)
 {
         buf[0] = '\0';
-        for (size_t i = 0; i < report->nheaders; i++) {
-                if (strcmp(report->headers[i].name, name) == 0 && report->headers[i].value) {
-                        size_t n = report->headers[i].len < size - 1 ? report->headers[i].len : size - 1;
+        for (size_t i = 0; i < m->nheaders; i++) {
+                if (strcmp(m->headers[i].name, name) == 0 && m->headers[i].value) {
+                        size_t n = m->headers[i].len < size - 1 ? m->headers[i].len : size - 1;
 
-                        memcpy(buf, report->headers[i].value, n);
+                        memcpy(buf, m->headers[i].value, n);
                         buf[n] = '\0';
                 }
         }
         return buf;
+}
+
+static void brokers_back(struct producer *p)
+{
+        if (p->down) {
+                p->down = false;
+                p->on_event(p->ctx, PRODUCER_EVENT_BROKERS_UP, &(struct producer_error){0});
+        }
 }
 
 /* @locality: thread calling rd_kafka_poll(), i.e. producer_poll(). */
@@ -54,19 +152,19 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         struct producer *p = opaque;
         struct producer_header hdrs[MAX_REPORT_HEADERS];
         struct producer_report rep = {
-                .ticket = (uint64_t)(uintptr_t)m->_private,
-                .err = m->err,
-                .errname = m->err ? rd_kafka_err2name(m->err) : "",
-                .errstr = m->err ? rd_kafka_err2str(m->err) : "",
-                .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "",
-                .key = m->key,
-                .key_len = m->key_len,
-                .value = m->payload,
-                .value_len = m->len,
+                .msg = {
+                        .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "",
+                        .key = m->key,
+                        .key_len = m->key_len,
+                        .value = m->payload,
+                        .value_len = m->len,
+                        .ticket = (uint64_t)(uintptr_t)m->_private,
+                },
         };
         rd_kafka_headers_t *kh = NULL;
+        char fatal[512];
+        int fatal_code = 0;
 
-        (void)rk;
         if (rd_kafka_message_headers(m, &kh) == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 const char *name;
                 const void *val;
@@ -74,15 +172,24 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
                 for (size_t i = 0; rd_kafka_header_get_all(kh, i, &name, &val, &len) ==
                                    RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
-                        rep.header_bytes += strlen(name) + len;
-                        if (m->err && rep.nheaders < MAX_REPORT_HEADERS)
-                                hdrs[rep.nheaders++] = (struct producer_header){name, val, len};
+                        rep.bytes += strlen(name) + len;
+                        if (m->err && rep.msg.nheaders < MAX_REPORT_HEADERS)
+                                hdrs[rep.msg.nheaders++] = (struct producer_header){name, val, len};
                 }
                 if (m->err)
-                        rep.headers = hdrs;
+                        rep.msg.headers = hdrs;
         }
-        if (!m->err && p->brokers_up == 0)
-                p->brokers_up = 1;  /* an acknowledgement needs a connected broker */
+        rep.bytes += (m->key ? m->key_len : 0) + (m->payload ? m->len : 0);
+        if (m->err == RD_KAFKA_RESP_ERR__FATAL)
+                fatal_code = rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+        set_error(&rep.error, m->err, fatal_code, NULL);
+        p->inflight_bytes -= rep.bytes < p->inflight_bytes ? rep.bytes : p->inflight_bytes;
+        if (!m->err) {
+                /* An acknowledgement needs a connected broker. */
+                if (p->brokers_up <= 0)
+                        p->brokers_up = 1;
+                brokers_back(p);
+        }
         p->dr(p->ctx, &rep);
 }
 
@@ -109,6 +216,8 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
                         up++;
         }
         p->brokers_up = up;
+        if (up > 0)
+                brokers_back(p);
         cJSON_Delete(root);
         return 0;  /* librdkafka frees json */
 }
@@ -117,22 +226,45 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
         struct producer *p = opaque;
+        struct producer_error e;
+        char fatal[512];
+        int code;
 
-        (void)rk;
-        if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
-                p->brokers_up = 0;  /* at once; the next statistics event says when they are back */
-        p->on_error(p->ctx, err == RD_KAFKA_RESP_ERR__FATAL, err, reason);
+        if (err == RD_KAFKA_RESP_ERR__FATAL) {
+                code = rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+                set_error(&e, code, 0, fatal);
+                e.fault = producer_classify(RD_KAFKA_RESP_ERR__FATAL, code);
+                p->on_event(p->ctx, PRODUCER_EVENT_FATAL, &e);
+                return;
+        }
+        set_error(&e, err, 0, reason);
+        if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+                /* At once; the next statistics event or acknowledgement says when they are back. */
+                p->brokers_up = 0;
+                if (!p->down) {
+                        p->down = true;
+                        p->on_event(p->ctx, PRODUCER_EVENT_BROKERS_DOWN, &e);
+                }
+                return;
+        }
+        /* A broker connection dropping or failing to resolve is the way to all.brokers.down. */
+        if (err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__RESOLVE)
+                return;
+        p->on_event(p->ctx, PRODUCER_EVENT_ERROR, &e);
 }
 
-/* @locality: any librdkafka thread; log_msg() writes whole lines. */
+/*
+ * librdkafka's own log lines. What matters reaches the relay as an error
+ * event or a delivery report, which it words once; the lines repeat them
+ * (and normal retries such as "Coordinator load in progress"), so they are
+ * debug output except for the emergencies. @locality: any librdkafka thread;
+ * log_msg() writes whole lines.
+ */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
         (void)rk;
-        /* librdkafka retries what it logs at LOG_ERR (a refused connection): a warning here. */
-        if (level <= 4)
+        if (level <= 2)
                 log_msg(LOG_LEVEL_WARNING, "kafka %s: %s", fac, buf);
-        else if (level <= 6)
-                log_msg(LOG_LEVEL_INFO, "kafka %s: %s", fac, buf);
         else
                 log_debug("kafka %s: %s", fac, buf);
 }
@@ -148,17 +280,15 @@ static int set(rd_kafka_conf_t *kc, const char *name, const char *value, char *e
         return 0;
 }
 
-static const char *user_prop(const struct relay_config *conf, const char *name)
+static bool user_prop(const struct producer_options *opts, const char *name)
 {
-        const char *v = NULL;
-
-        for (size_t i = 0; i < conf->nprops; i++)
-                if (strcmp(conf->props[i].name, name) == 0)
-                        v = conf->props[i].value;
-        return v;
+        for (size_t i = 0; i < opts->nprops; i++)
+                if (strcmp(opts->props[2 * i], name) == 0)
+                        return true;
+        return false;
 }
 
-int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_error_fn *on_error,
+int producer_new(const struct producer_options *opts, producer_dr_fn *dr, producer_event_fn *on_event,
                  void *ctx, struct producer **ret_producer, char *err, size_t errlen)
 {
         struct producer *p = calloc(1, sizeof(*p));
@@ -170,28 +300,30 @@ int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_e
                 return -ENOMEM;
         p->pipefd[0] = p->pipefd[1] = -1;
         p->dr = dr;
-        p->on_error = on_error;
+        p->on_event = on_event;
         p->ctx = ctx;
         p->brokers_up = -1;
         kc = rd_kafka_conf_new();
         /* Our defaults first, then the user's -X (checked by config), then what may not change. */
-        if (set(kc, "bootstrap.servers", conf->brokers, err, errlen) < 0 ||
+        if (set(kc, "bootstrap.servers", opts->brokers, err, errlen) < 0 ||
             set(kc, "partitioner", "murmur2_random", err, errlen) < 0 ||
             set(kc, "linger.ms", "5", err, errlen) < 0 ||
             set(kc, "client.id", "outbox-relay", err, errlen) < 0)
                 goto fail_conf;
-        /* Room for our in-flight bound so that QUEUE_FULL stays exceptional. */
-        snprintf(num, sizeof(num), "%lld", (long long)conf->max_inflight_messages + 10000);
-        if (!user_prop(conf, "queue.buffering.max.messages") &&
+        snprintf(num, sizeof(num), "%lld", (long long)opts->queue_messages);
+        if (opts->queue_messages > 0 && !user_prop(opts, "queue.buffering.max.messages") &&
             set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
                 goto fail_conf;
         /* Broker states for /readyz, unless the user chose an interval. */
-        if (conf->metrics_address && !user_prop(conf, "statistics.interval.ms") &&
+        if (opts->statistics && !user_prop(opts, "statistics.interval.ms") &&
             set(kc, "statistics.interval.ms", "5000", err, errlen) < 0)
                 goto fail_conf;
-        for (size_t i = 0; i < conf->nprops; i++)
-                if (set(kc, conf->props[i].name, conf->props[i].value, err, errlen) < 0)
+        for (size_t i = 0; i < opts->nprops; i++)
+                if (set(kc, opts->props[2 * i], opts->props[2 * i + 1], err, errlen) < 0)
                         goto fail_conf;
+        /* Ours, never the user's: config.c refuses -X transactional.id. */
+        if (opts->transactional_id && set(kc, "transactional.id", opts->transactional_id, err, errlen) < 0)
+                goto fail_conf;
         if (set(kc, "enable.idempotence", "true", err, errlen) < 0 ||
             set(kc, "acks", "all", err, errlen) < 0 ||
             set(kc, "delivery.report.only.error", "false", err, errlen) < 0)
@@ -259,49 +391,46 @@ int producer_poll(struct producer *p)
         return rd_kafka_poll(p->rk, 0);
 }
 
-int producer_send(struct producer *p, const char *topic, const char *key, size_t key_len,
-                  const char *value, size_t value_len, int64_t timestamp_ms,
-                  const struct producer_header *headers, size_t nheaders, uint64_t ticket, char *err,
-                  size_t errlen)
-{
-        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(nheaders);
-        rd_kafka_resp_err_t e;
+_Static_assert(PRODUCER_ERR_STATE == RD_KAFKA_RESP_ERR__STATE, "PRODUCER_ERR_STATE is librdkafka's __STATE");
 
-        for (size_t i = 0; i < nheaders; i++)
-                rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
-        e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic),
-                              RD_KAFKA_V_KEY(key, key ? key_len : 0),
-                              RD_KAFKA_V_VALUE((void *)value, value ? value_len : 0),
+int producer_send(struct producer *p, const struct producer_msg *m, struct producer_error *ret_error)
+{
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(m->nheaders);
+        rd_kafka_resp_err_t e;
+        char fatal[512];
+
+        for (size_t i = 0; i < m->nheaders; i++)
+                rd_kafka_header_add(hdrs, m->headers[i].name, -1, m->headers[i].value,
+                                    (ssize_t)m->headers[i].len);
+        e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(m->topic),
+                              RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
+                              RD_KAFKA_V_VALUE((void *)m->value, m->value ? m->value_len : 0),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+                              RD_KAFKA_V_TIMESTAMP(m->timestamp_ms),
                               RD_KAFKA_V_HEADERS(hdrs),
-                              RD_KAFKA_V_OPAQUE((void *)(uintptr_t)ticket),
+                              RD_KAFKA_V_OPAQUE((void *)(uintptr_t)m->ticket),
                               RD_KAFKA_V_END);
-        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-                return 0;  /* librdkafka owns hdrs now */
-        rd_kafka_headers_destroy(hdrs);
-        snprintf(err, errlen, "%s", rd_kafka_err2str(e));
-        switch (e) {
-        case RD_KAFKA_RESP_ERR__QUEUE_FULL:
-                return -ENOBUFS;
-        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-                return -ENOENT;
-        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-                return -EMSGSIZE;
-        default:
-                return -EIO;
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                /* librdkafka owns hdrs now; its delivery report counts the bytes out. */
+                p->inflight_bytes += producer_msg_bytes(m);
+                return 0;
         }
+        rd_kafka_headers_destroy(hdrs);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                return -ENOBUFS;
+        set_error(ret_error, e, e == RD_KAFKA_RESP_ERR__FATAL ?
+                  rd_kafka_fatal_error(p->rk, fatal, sizeof(fatal)) : 0, NULL);
+        return -EIO;
+}
+
+uint64_t producer_inflight_bytes(const struct producer *p)
+{
+        return p->inflight_bytes;
 }
 
 int producer_brokers_up(const struct producer *p)
 {
         return p->brokers_up;
-}
-
-int producer_outq_len(struct producer *p)
-{
-        return rd_kafka_outq_len(p->rk);
 }
 
 int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen)
@@ -314,6 +443,9 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
                 return -EHOSTUNREACH;
         }
         rd_kafka_metadata_destroy(md);
+        /* A broker answered: the cluster is reachable now. */
+        if (p->brokers_up < 1)
+                p->brokers_up = 1;
         return 0;
 }
 
@@ -417,7 +549,116 @@ int producer_broker_config(struct producer *p, int32_t broker_id, const char *na
                                errlen);
 }
 
-int producer_fatal_error(struct producer *p, char *buf, size_t size)
+int producer_topic_config(struct producer *p, const char *topic, const char *name, int timeout_ms,
+                          char *ret_value, size_t size, char *err, size_t errlen)
 {
-        return (int)rd_kafka_fatal_error(p->rk, buf, size);
+        return describe_config(p, RD_KAFKA_RESOURCE_TOPIC, topic, name, timeout_ms, ret_value, size, err,
+                               errlen);
+}
+
+int producer_create_topic(struct producer *p, const char *topic, int partitions,
+                          const char *const *config, size_t nconfig, int timeout_ms, char *err,
+                          size_t errlen)
+{
+        char kerr[512];
+        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, -1, kerr, sizeof(kerr));
+        rd_kafka_AdminOptions_t *opts;
+        rd_kafka_queue_t *q;
+        rd_kafka_event_t *ev;
+        const rd_kafka_CreateTopics_result_t *res;
+        const rd_kafka_topic_result_t **trs;
+        size_t ntrs = 0;
+        int r = -EIO;
+
+        if (!nt) {
+                snprintf(err, errlen, "%s", kerr);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < nconfig; i++)
+                rd_kafka_NewTopic_set_config(nt, config[2 * i], config[2 * i + 1]);
+        opts = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+        rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, NULL, 0);
+        rd_kafka_AdminOptions_set_operation_timeout(opts, timeout_ms, NULL, 0);
+        q = rd_kafka_queue_new(p->rk);
+        rd_kafka_CreateTopics(p->rk, &nt, 1, opts, q);
+        ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+        snprintf(err, errlen, "no answer to CreateTopics within %d ms", timeout_ms);
+        if (ev && rd_kafka_event_error(ev)) {
+                snprintf(err, errlen, "%s", rd_kafka_event_error_string(ev));
+        } else if (ev && (res = rd_kafka_event_CreateTopics_result(ev)) &&
+                   (trs = rd_kafka_CreateTopics_result_topics(res, &ntrs)) && ntrs == 1) {
+                rd_kafka_resp_err_t e = rd_kafka_topic_result_error(trs[0]);
+
+                snprintf(err, errlen, "%s", rd_kafka_topic_result_error_string(trs[0]) ?
+                         rd_kafka_topic_result_error_string(trs[0]) : rd_kafka_err2str(e));
+                r = e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 :
+                    e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ? -EEXIST :
+                    e == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                    e == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ? -EACCES : -EIO;
+        }
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_AdminOptions_destroy(opts);
+        rd_kafka_NewTopic_destroy(nt);
+        return r;
+}
+
+/* Translate a transactions API error object (destroyed here). */
+static int txn_result(rd_kafka_error_t *e, struct producer_error *ret_error)
+{
+        int r;
+
+        if (!e)
+                return 0;
+        set_error(ret_error, rd_kafka_error_code(e), 0, rd_kafka_error_string(e));
+        if (rd_kafka_error_is_fatal(e)) {
+                ret_error->fault = PRODUCER_FAULT_FATAL;
+                r = -EPERM;
+        } else if (rd_kafka_error_txn_requires_abort(e)) {
+                r = -ECANCELED;
+        } else if (rd_kafka_error_is_retriable(e)) {
+                r = -EAGAIN;
+        } else {
+                r = -EIO;
+        }
+        rd_kafka_error_destroy(e);
+        return r;
+}
+
+int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error)
+{
+        return txn_result(rd_kafka_init_transactions(p->rk, timeout_ms), ret_error);
+}
+
+int producer_begin_transaction(struct producer *p, struct producer_error *ret_error)
+{
+        return txn_result(rd_kafka_begin_transaction(p->rk), ret_error);
+}
+
+int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)
+{
+        return txn_result(rd_kafka_commit_transaction(p->rk, timeout_ms), ret_error);
+}
+
+int producer_abort_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)
+{
+        return txn_result(rd_kafka_abort_transaction(p->rk, timeout_ms), ret_error);
+}
+
+bool producer_only_property(const char *name)
+{
+        static const char *const names[] = {
+                "acks", "request.required.acks", "linger.ms", "queue.buffering.max.ms",
+                "queue.buffering.max.messages", "queue.buffering.max.kbytes", "batch.size",
+                "batch.num.messages", "compression.type", "compression.codec", "partitioner",
+                "message.timeout.ms", "delivery.timeout.ms", "retries", "message.send.max.retries",
+                "enable.idempotence", "delivery.report.only.error", "sticky.partitioning.linger.ms",
+                "enable.gapless.guarantee", "transaction.timeout.ms", "transactional.id",
+        };
+
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (strcmp(name, names[i]) == 0)
+                        return true;
+        return false;
 }

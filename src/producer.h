@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Kafka side: one librdkafka idempotent producer (enable.idempotence=true,
- * acks=all, murmur2_random partitioner unless overridden), records with
- * CloudEvents binary-mode headers, and delivery reports served on the
- * caller's poll() through a pipe that librdkafka writes when its main queue
- * becomes non-empty (rd_kafka_queue_io_event_enable, librdkafka rdkafka.h).
- * Knows nothing of PostgreSQL or the ledger: a message's opaque ticket is
- * handed back in the delivery report.
+ * acks=all, murmur2_random partitioner unless overridden), delivery reports
+ * served on the caller's poll() through a pipe that librdkafka writes when its
+ * main queue becomes non-empty (rd_kafka_queue_io_event_enable, librdkafka
+ * rdkafka.h), the bytes in flight counted in at produce and out at the
+ * delivery report, and the classification of Kafka's errors into what the
+ * caller can do about them. Knows nothing of PostgreSQL, the ledger or the
+ * relay's options: a message's opaque ticket is handed back in its report.
  */
 #ifndef RELAY_PRODUCER_H
 #define RELAY_PRODUCER_H
@@ -15,61 +16,126 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-
 struct producer;
 
 struct producer_header {
-        const char *name;
-        const char *value;
+        const char *name;   /* NUL-terminated */
+        const char *value;  /* @len bytes, not necessarily NUL-terminated; NULL for a null header */
         size_t len;
 };
 
+/* One record to produce, or the one a delivery report is about. All borrowed. */
+struct producer_msg {
+        const char *topic;
+        const char *key;          /* NULL: no key */
+        size_t key_len;           /* bytes */
+        const char *value;        /* NULL: a tombstone */
+        size_t value_len;         /* bytes */
+        int64_t timestamp_ms;     /* record timestamp, ms since the Unix epoch; 0: produce time */
+        const struct producer_header *headers;
+        size_t nheaders;
+        uint64_t ticket;          /* the caller's, handed back in the delivery report */
+};
+
+/* What the caller can do about a Kafka error. */
+enum producer_fault {
+        PRODUCER_OK = 0,
+        /*
+         * The record's own: too large, its topic invalid, unknown or not
+         * writable by this principal, an invalid timestamp or record, a broker
+         * policy. No retry helps: the row is dead-lettered or stops the relay.
+         */
+        PRODUCER_FAULT_RECORD,
+        /*
+         * The cluster's or the connection's (timed out, brokers gone, an
+         * idempotence sequence error that a new producer cures): discard the
+         * producer and send again what is unconfirmed.
+         */
+        PRODUCER_FAULT_CLUSTER,
+        /*
+         * No retry can cure it: an erroneous producer state (e.g. a
+         * transactional.id without transactions), an invalid argument, an
+         * unknown fatal error, a missing cluster-wide permission, a fenced
+         * producer. Stop and let an operator decide.
+         */
+        PRODUCER_FAULT_FATAL,
+};
+
+/* A Kafka error: its code (rd_kafka_resp_err_t), names and class. */
+struct producer_error {
+        int code;                  /* 0: none */
+        enum producer_fault fault;
+        char name[64];             /* e.g. "MSG_SIZE_TOO_LARGE" */
+        char text[512];            /* librdkafka's reason */
+};
+
+/*
+ * producer_classify() - the class of Kafka error @code (rd_kafka_resp_err_t)
+ * in a delivery report or from producing. For RD_KAFKA_RESP_ERR__FATAL pass
+ * the underlying error (rd_kafka_fatal_error()) as @fatal_code.
+ */
+enum producer_fault producer_classify(int code, int fatal_code);
+
+/*
+ * producer_fix() - what an operator changes on the Kafka side after error
+ * @code, as the start of a sentence ("Grant WRITE on the topic ..."), or
+ * NULL when there is nothing more specific than fixing the topic or its
+ * limits.
+ */
+const char *producer_fix(int code);
+
+/* Kafka's MESSAGE_TOO_LARGE (protocol error code 10): a record or its batch too large for the topic. */
+#define PRODUCER_ERR_MSG_SIZE_TOO_LARGE 10
+#define PRODUCER_ERR_STATE (-172) /* RD_KAFKA_RESP_ERR__STATE: not allowed in the producer's (transaction) state */
+
 /* Everything a delivery report tells about one message, borrowed during the callback. */
 struct producer_report {
-        uint64_t ticket;       /* what was given to producer_send() */
-        int err;               /* 0 on success, else an rd_kafka_resp_err_t */
-        const char *errname;   /* e.g. "MSG_SIZE_TOO_LARGE"; "" on success */
-        const char *errstr;    /* human-readable reason; "" on success */
-        const char *topic;
-        const char *key;       /* NULL for no key */
-        size_t key_len;
-        const char *value;     /* NULL for a tombstone */
-        size_t value_len;
-        const struct producer_header *headers;  /* on failure only; NULL on success */
-        size_t nheaders;
-        size_t header_bytes;   /* names and values of all the message's headers, always */
+        struct producer_msg msg;       /* headers: all of the message's on failure, none on success */
+        struct producer_error error;   /* code 0 on success */
+        size_t bytes;                  /* what the message counted in flight (producer_msg_bytes()) */
 };
 
 /*
  * A delivery report (librdkafka's dr_msg_cb): the only truth about a
- * message. @locality: the thread calling producer_poll().
+ * message. It must not produce, nor call producer_poll(): record what
+ * happened and act after producer_poll() returns. @locality: the thread
+ * calling producer_poll().
  */
 typedef void producer_dr_fn(void *ctx, const struct producer_report *report);
 
-/*
- * producer_header_value() - the last header named @name in @report as a
- * NUL-terminated copy in @buf (@size bytes, truncated), or "" if none.
- */
-const char *producer_header_value(const struct producer_report *report, const char *name, char *buf,
-                                  size_t size);
+/* A change of the cluster's reachability, or an error event of librdkafka's. */
+enum producer_event {
+        PRODUCER_EVENT_BROKERS_DOWN,  /* every broker connection is down (all.brokers.down) */
+        PRODUCER_EVENT_BROKERS_UP,    /* a broker answered again after BROKERS_DOWN */
+        PRODUCER_EVENT_ERROR,         /* another error event; worth a warning once */
+        PRODUCER_EVENT_FATAL,         /* the producer is unusable: @error says why and its class */
+};
 
 /*
- * An error event from librdkafka: @fatal is nonzero for a fatal
- * idempotent-producer error (the producer must be discarded).
- * @locality: the thread calling producer_poll().
+ * An event. For PRODUCER_EVENT_FATAL, @error->code is the underlying error
+ * and @error->fault its class (PRODUCER_FAULT_CLUSTER: a new producer cures
+ * it). @locality: the thread calling producer_poll().
  */
-typedef void producer_error_fn(void *ctx, int fatal, int err, const char *reason);
+typedef void producer_event_fn(void *ctx, enum producer_event event, const struct producer_error *error);
+
+/* How to build a producer. All borrowed during producer_new(). */
+struct producer_options {
+        const char *brokers;              /* bootstrap.servers */
+        const char *const *props;         /* librdkafka name, value pairs, applied after our defaults */
+        size_t nprops;                    /* pairs */
+        int64_t queue_messages;           /* queue.buffering.max.messages unless a property sets it */
+        bool statistics;                  /* statistics.interval.ms=5000 unless a property sets it */
+        const char *transactional_id;     /* NULL: idempotent only; else a transactional producer */
+};
 
 /*
- * producer_new() - create the producer for @conf (brokers, -X properties,
- * bounds). @dr and @on_error are called from producer_poll() with @ctx.
- * Returns 0 and *ret_producer (owned by the caller; free with
- * producer_free()), or -EINVAL with librdkafka's reason in @err for a
- * property it refuses or settings that do not go together (rd_kafka_new),
- * -EIO if the notification pipe cannot be made.
+ * producer_new() - create the producer. @dr and @on_event are called from
+ * producer_poll() with @ctx. Returns 0 and *ret_producer (owned by the
+ * caller; free with producer_free()), or -EINVAL with librdkafka's reason in
+ * @err for a property it refuses or settings that do not go together
+ * (rd_kafka_new), -EIO if the notification pipe cannot be made, -ENOMEM.
  */
-int producer_new(const struct relay_config *conf, producer_dr_fn *dr, producer_error_fn *on_error,
+int producer_new(const struct producer_options *opts, producer_dr_fn *dr, producer_event_fn *on_event,
                  void *ctx, struct producer **ret_producer, char *err, size_t errlen);
 
 /*
@@ -81,35 +147,41 @@ struct producer *producer_free(struct producer *p);
 
 /*
  * producer_fd() - a descriptor that becomes readable when delivery reports or
- * errors are waiting: poll() it for POLLIN, then call producer_poll().
+ * events are waiting: poll() it for POLLIN, then call producer_poll().
  */
 int producer_fd(const struct producer *p);
 
-/* producer_poll() - serve waiting delivery reports and errors; never blocks. Returns how many. */
+/* producer_poll() - serve waiting delivery reports and events; never blocks. Returns how many. */
 int producer_poll(struct producer *p);
 
 /*
- * producer_send() - hand one record to librdkafka (copied, RD_KAFKA_MSG_F_COPY).
- * @key may be NULL (no key), @value NULL (a tombstone). @timestamp_ms is the
- * record timestamp (ms since the Unix epoch); headers are copied. Returns 0, -ENOBUFS when librdkafka's queue is full (serve
- * delivery reports, then retry), -ENOENT for an unknown topic, -EMSGSIZE for
- * a message larger than message.max.bytes, -EIO with the reason in @err for
- * any other refusal (including a fatal producer error).
+ * producer_msg_bytes() - the bytes @m counts in flight: key, value, and each
+ * header's name and value.
  */
-int producer_send(struct producer *p, const char *topic, const char *key, size_t key_len,
-                  const char *value, size_t value_len, int64_t timestamp_ms,
-                  const struct producer_header *headers, size_t nheaders, uint64_t ticket, char *err,
-                  size_t errlen);
+size_t producer_msg_bytes(const struct producer_msg *m);
 
-/* producer_outq_len() - messages and requests not yet delivered (rd_kafka_outq_len). */
-int producer_outq_len(struct producer *p);
+/*
+ * producer_send() - hand @m to librdkafka (key, value and headers copied,
+ * RD_KAFKA_MSG_F_COPY) and count producer_msg_bytes(@m) in flight until its
+ * delivery report. Returns 0; -ENOBUFS when librdkafka's queue is full
+ * (serve delivery reports, then retry); otherwise -EIO with @ret_error set
+ * (code, name, text and class: PRODUCER_FAULT_RECORD for an unknown topic
+ * or a message larger than message.max.bytes, PRODUCER_FAULT_FATAL for an
+ * erroneous state or invalid argument, PRODUCER_FAULT_CLUSTER for a fatal
+ * error that a new producer cures).
+ */
+int producer_send(struct producer *p, const struct producer_msg *m, struct producer_error *ret_error);
+
+/* producer_inflight_bytes() - bytes handed to producer_send() whose delivery report is not yet served. */
+uint64_t producer_inflight_bytes(const struct producer *p);
 
 /*
  * producer_brokers_up() - how many brokers (not bootstrap entries) had an
  * open connection ("state": "UP") in librdkafka's last statistics event
- * (STATISTICS.md), or -1 before the first one. Statistics are on, every
- * 5000 ms, when conf->metrics_address is set and the user did not choose
- * statistics.interval.ms.
+ * (STATISTICS.md), at least 1 after an acknowledgement or a successful
+ * producer_check_brokers(), 0 after all.brokers.down, or -1 before anything
+ * is known. Statistics come every 5000 ms when opts->statistics was set and
+ * no property chose statistics.interval.ms.
  */
 int producer_brokers_up(const struct producer *p);
 
@@ -150,9 +222,68 @@ int producer_broker_config(struct producer *p, int32_t broker_id, const char *na
                            char *ret_value, size_t size, char *err, size_t errlen);
 
 /*
- * producer_fatal_error() - after a fatal error event: the underlying error
- * code and its reason in @buf (rd_kafka_fatal_error). Returns 0 if none.
+ * The transactional producer (librdkafka's transactions API, KIP-98), when
+ * producer_options.transactional_id is set: every record belongs to a Kafka
+ * transaction, read_committed consumers see a transaction's records only
+ * once it commits, and init_transactions fences every older producer with
+ * the same id (its epoch is bumped; its late writes are refused).
+ *
+ * Each call returns 0; -EAGAIN for a retriable error (a timeout: call it
+ * again, the operation goes on in the background); -ECANCELED when the
+ * transaction must be aborted (producer_abort_transaction()) and its
+ * records produced again; -EPERM for a fatal error (fenced by a newer
+ * producer, not authorized): the producer is unusable; -EIO for anything
+ * else. @ret_error gets the code, name and text.
  */
-int producer_fatal_error(struct producer *p, char *buf, size_t size);
+
+/* producer_init_transactions() - register the transactional id, fence older epochs; blocks up to @timeout_ms. */
+int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
+
+/* producer_begin_transaction() - start a transaction; never blocks. */
+int producer_begin_transaction(struct producer *p, struct producer_error *ret_error);
+
+/*
+ * producer_commit_transaction() - flush and commit, blocking up to
+ * @timeout_ms; on -EAGAIN call it again (it resumes). Serves delivery
+ * reports of the transaction's messages on the calling thread.
+ */
+int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
+
+/* producer_abort_transaction() - abort, purging what is not delivered; blocks up to @timeout_ms. */
+int producer_abort_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
+
+/*
+ * producer_topic_config() - the value of topic setting @name (e.g.
+ * "cleanup.policy") of @topic, as producer_broker_config() does for brokers.
+ * Returns 0, -ENOENT, or -EIO with the reason in @err.
+ */
+int producer_topic_config(struct producer *p, const char *topic, const char *name, int timeout_ms,
+                          char *ret_value, size_t size, char *err, size_t errlen);
+
+/*
+ * producer_create_topic() - CreateTopics for @topic with @partitions and the
+ * broker's default replication factor (Kafka 2.4+), with topic settings
+ * @config (@nconfig name, value pairs), waiting up to @timeout_ms. Blocks.
+ * Returns 0; -EEXIST if it exists; -EACCES when the principal may not create
+ * it; -EINVAL or -EIO with the reason in @err.
+ */
+int producer_create_topic(struct producer *p, const char *topic, int partitions,
+                          const char *const *config, size_t nconfig, int timeout_ms, char *err,
+                          size_t errlen);
+
+/*
+ * producer_header_value() - the last header named @name of @m as a
+ * NUL-terminated copy in @buf (@size bytes, truncated), or "" if none.
+ * Returns @buf.
+ */
+const char *producer_header_value(const struct producer_msg *m, const char *name, char *buf, size_t size);
+
+/*
+ * producer_only_property() - true if librdkafka property @name (CONFIGURATION.md,
+ * the properties marked P) configures only a producer: a consumer the relay
+ * makes from the same -X properties (the checkpoint reader, redrive's topic
+ * scan) leaves it out, since librdkafka warns about each.
+ */
+bool producer_only_property(const char *name);
 
 #endif

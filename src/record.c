@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Outbox row -> Kafka record parts, the --topic template and the headers
- * column. Pure: no I/O.
+ * Outbox row -> Kafka record parts, the --topic template, column headers and
+ * the headers column. Pure: no I/O.
  */
 #include "record.h"
 
@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "pgjson.h"
 
 enum { COL_ID, COL_KEY, COL_PAYLOAD, COL_TYPE, COL_FIXED };
 
@@ -28,12 +30,18 @@ struct record_spec {
         struct segment *segs;
         size_t nsegs;
         const struct w2j_value **found; /* per name, scratch */
-        const char **found_type;        /* per name, scratch */
+        const struct w2j_column **found_col; /* per name, scratch */
+        uint32_t *json_types;           /* OIDs PostgreSQL checks as JSON: json, jsonb, domains over them */
+        size_t njson_types;
         bool allow_null_payload;
         char topic[RECORD_TOPIC_MAX + 2];
         char *headers_column;           /* NULL: no extra headers */
         cJSON *headers_json;            /* the last row's parsed headers column, scratch */
         struct record_header headers[RECORD_HEADERS_MAX];
+        char *hcols[RECORD_COLUMN_HEADERS_MAX];   /* column headers: the columns, */
+        char *hnames[RECORD_COLUMN_HEADERS_MAX];  /* their header names */
+        const struct w2j_value *hfound[RECORD_COLUMN_HEADERS_MAX]; /* per column, scratch */
+        size_t nhcols;
 };
 
 struct record_spec *record_spec_free(struct record_spec *spec)
@@ -47,9 +55,14 @@ struct record_spec *record_spec_free(struct record_spec *spec)
         free(spec->names);
         free(spec->segs);
         free(spec->found);
-        free(spec->found_type);
+        free(spec->found_col);
+        free(spec->json_types);
         free(spec->headers_column);
         cJSON_Delete(spec->headers_json);
+        for (size_t i = 0; i < spec->nhcols; i++) {
+                free(spec->hcols[i]);
+                free(spec->hnames[i]);
+        }
         free(spec);
         return NULL;
 }
@@ -135,8 +148,8 @@ int record_spec_new(const char *id_column, const char *key_column, const char *p
         if (p > lit && add_seg(s, lit, (size_t)(p - lit), 0) < 0)
                 goto fail;
         s->found = calloc(s->nnames, sizeof(*s->found));
-        s->found_type = calloc(s->nnames, sizeof(*s->found_type));
-        if (!s->found || !s->found_type)
+        s->found_col = calloc(s->nnames, sizeof(*s->found_col));
+        if (!s->found || !s->found_col)
                 goto fail;
         *ret_spec = s;
         return 0;
@@ -161,10 +174,101 @@ int record_spec_set_headers_column(struct record_spec *spec, const char *name)
         return 0;
 }
 
-/* json and jsonb text was checked by PostgreSQL on input; other types were not. */
-static bool is_json_type(const char *type)
+int record_spec_add_column_header(struct record_spec *spec, const char *column, const char *header,
+                                  char *err, size_t errlen)
 {
-        return strcmp(type, "jsonb") == 0 || strcmp(type, "json") == 0;
+        size_t n = strlen(header), i = spec->nhcols;
+
+        if (!column[0] || n == 0 || n > RECORD_HEADER_NAME_MAX) {
+                if (!column[0])
+                        snprintf(err, errlen, "--column-header \"=%.40s%s\": the column name is "
+                                 "empty", header, n > 40 ? "..." : "");
+                else
+                        snprintf(err, errlen, "--column-header \"%s=%.40s%s\": the header name has "
+                                 "%zu bytes; names need 1 to %d", column, header,
+                                 n > 40 ? "..." : "", n, RECORD_HEADER_NAME_MAX);
+                return -EINVAL;
+        }
+        if (record_header_reserved(header)) {
+                snprintf(err, errlen, "--column-header \"%s=%s\": the header name \"%s\" is "
+                         "reserved for the relay's own headers (ce_*, outbox_relay_*, "
+                         "content-type, in any case); choose another name", column, header, header);
+                return -EINVAL;
+        }
+        for (size_t j = 0; j < spec->nhcols; j++) {
+                if (strcmp(spec->hnames[j], header) == 0) {
+                        snprintf(err, errlen, "--column-header \"%s=%s\": header \"%s\" is "
+                                 "already published from column \"%s\"", column, header, header,
+                                 spec->hcols[j]);
+                        return -EINVAL;
+                }
+        }
+        if (i == RECORD_COLUMN_HEADERS_MAX) {
+                snprintf(err, errlen, "--column-header \"%s=%s\": at most %d columns can be "
+                         "published as headers", column, header, RECORD_COLUMN_HEADERS_MAX);
+                return -EINVAL;
+        }
+        spec->hcols[i] = strdup(column);
+        spec->hnames[i] = strdup(header);
+        if (!spec->hcols[i] || !spec->hnames[i]) {
+                free(spec->hcols[i]);
+                free(spec->hnames[i]);
+                return -ENOMEM;
+        }
+        spec->nhcols++;
+        return 0;
+}
+
+/* PostgreSQL's pg_type OIDs of json and jsonb (src/include/catalog/pg_type.dat). */
+#define JSON_OID 114
+#define JSONB_OID 3802
+
+int record_spec_set_json_types(struct record_spec *spec, const uint32_t *oids, size_t n)
+{
+        uint32_t *copy = calloc(n ? n : 1, sizeof(*copy));
+
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, oids, n * sizeof(*copy));
+        free(spec->json_types);
+        spec->json_types = copy;
+        spec->njson_types = n;
+        return 0;
+}
+
+/*
+ * json and jsonb text (and a domain's over them) was checked by PostgreSQL
+ * on input; other types were not. A domain not told is treated as text: its
+ * text passes the check anyway.
+ */
+static bool is_json_column(const struct record_spec *spec, const struct w2j_column *c)
+{
+        if (c->typeoid == JSON_OID || c->typeoid == JSONB_OID)
+                return true;
+        for (size_t i = 0; c->typeoid && i < spec->njson_types; i++)
+                if (spec->json_types[i] == c->typeoid)
+                        return true;
+        return c->type && (strcmp(c->type, "jsonb") == 0 || strcmp(c->type, "json") == 0);
+}
+
+/* The column's type for messages: its name, or its OID (pg_type.dat names the built-in ones). */
+static const char *type_text(const struct w2j_column *c, char *buf, size_t size)
+{
+        static const struct {
+                uint32_t oid;
+                const char *name;
+        } names[] = {
+                {17, "bytea"}, {18, "\"char\""}, {19, "name"}, {25, "text"}, {114, "json"},
+                {142, "xml"}, {1042, "character"}, {1043, "character varying"}, {3802, "jsonb"},
+        };
+
+        if (c->type)
+                return c->type;
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (names[i].oid == c->typeoid)
+                        return names[i].name;
+        snprintf(buf, size, "OID %u", (unsigned)c->typeoid);
+        return buf;
 }
 
 void record_spec_template_columns(const struct record_spec *spec, const char *const **ret_names,
@@ -255,7 +359,7 @@ static bool has_nul_escape(const char *p, size_t len)
         return false;
 }
 
-static bool reserved_header(const char *name)
+bool record_header_reserved(const char *name)
 {
         return strncasecmp(name, "ce_", 3) == 0 || strncasecmp(name, "outbox_relay_", 13) == 0 ||
                strcasecmp(name, "content-type") == 0;
@@ -266,14 +370,15 @@ static bool reserved_header(const char *name)
 
 /*
  * Parse the headers column @v (named @col, of SQL type @type) into
- * spec->headers. Returns the number of pairs, or -EBADMSG with the reason.
+ * spec->headers from index @first on (the row's column headers are before
+ * it). Returns the number of pairs, or -EBADMSG with the reason.
  */
 static int extract_headers(struct record_spec *spec, const struct w2j_value *v, const char *col,
-                           const char *type, char *err, size_t errlen)
+                           const char *type, size_t first, char *err, size_t errlen)
 {
         const cJSON *j, *it;
         const char *end = NULL;
-        int n = 0;
+        size_t n = 0;
 
         cJSON_Delete(spec->headers_json);
         spec->headers_json = NULL;
@@ -303,10 +408,17 @@ static int extract_headers(struct record_spec *spec, const struct w2j_value *v, 
         cJSON_ArrayForEach(it, j) {
                 size_t nlen = strlen(it->string);
 
-                if (n == RECORD_HEADERS_MAX) {
+                if (first + n == RECORD_HEADERS_MAX && first == 0) {
                         snprintf(err, errlen, "the headers column \"%s\" has more than %d entries, "
                                  "the most a row may carry; keep fewer or put the rest in the "
                                  "payload", col, RECORD_HEADERS_MAX);
+                        return -EBADMSG;
+                }
+                if (first + n == RECORD_HEADERS_MAX) {
+                        snprintf(err, errlen, "the headers column \"%s\" has more than %zu "
+                                 "entries, the most a row may carry besides its %zu --column-header "
+                                 "headers (%d in all); keep fewer or put the rest in the payload",
+                                 col, RECORD_HEADERS_MAX - first, first, RECORD_HEADERS_MAX);
                         return -EBADMSG;
                 }
                 if (nlen == 0 || nlen > RECORD_HEADER_NAME_MAX) {
@@ -315,7 +427,7 @@ static int extract_headers(struct record_spec *spec, const struct w2j_value *v, 
                                  it->string, nlen > 40 ? "..." : "", RECORD_HEADER_NAME_MAX);
                         return -EBADMSG;
                 }
-                if (reserved_header(it->string)) {
+                if (record_header_reserved(it->string)) {
                         snprintf(err, errlen, "the headers column \"%s\" has the header name \"%s\", "
                                  "which is reserved for the relay's own headers (ce_*, "
                                  "outbox_relay_*, content-type, in any case); rename it", col,
@@ -328,33 +440,45 @@ static int extract_headers(struct record_spec *spec, const struct w2j_value *v, 
                                  json_kind(it));
                         return -EBADMSG;
                 }
-                spec->headers[n++] = (struct record_header){it->string, it->valuestring,
-                                                            strlen(it->valuestring)};
+                spec->headers[first + n++] = (struct record_header){it->string, it->valuestring,
+                                                                    strlen(it->valuestring)};
         }
-        return n;
+        return (int)n;
 }
 
 int record_extract(struct record_spec *spec, const struct w2j_record *rec, struct outbox_row *ret_row,
                    char *err, size_t errlen)
 {
-        const struct w2j_value **f = spec->found;
+        const struct w2j_value **f = spec->found, **hf = spec->hfound;
         char terr[512];
-        size_t tlen;
+        size_t tlen, nh = 0;
         int trc;
 
         memset(f, 0, spec->nnames * sizeof(*f));
-        for (size_t c = 0; c < rec->ncolumns; c++)
+        memset(hf, 0, sizeof(spec->hfound));
+        for (size_t c = 0; c < rec->ncolumns; c++) {
                 for (size_t i = 0; i < spec->nnames; i++)
                         if (!f[i] && strcmp(rec->columns[c].name, spec->names[i]) == 0) {
                                 f[i] = &rec->columns[c].value;
-                                spec->found_type[i] = rec->columns[c].type;
+                                spec->found_col[i] = &rec->columns[c];
                         }
+                for (size_t i = 0; i < spec->nhcols; i++)
+                        if (!hf[i] && strcmp(rec->columns[c].name, spec->hcols[i]) == 0)
+                                hf[i] = &rec->columns[c].value;
+        }
         /* What was found is reported on failure too, for the dead-letter topic. */
         *ret_row = (struct outbox_row){f[COL_ID], f[COL_KEY], f[COL_PAYLOAD], f[COL_TYPE], NULL, 0,
                                        NULL, 0};
         for (size_t i = 0; i < spec->nnames; i++) {
                 if (!f[i] && i != COL_TYPE) {
                         snprintf(err, errlen, "the row has no column \"%s\"", spec->names[i]);
+                        return -ENOENT;
+                }
+        }
+        for (size_t i = 0; i < spec->nhcols; i++) {
+                if (!hf[i]) {
+                        snprintf(err, errlen, "the row has no column \"%s\" (published as header "
+                                 "\"%s\" by --column-header)", spec->hcols[i], spec->hnames[i]);
                         return -ENOENT;
                 }
         }
@@ -379,36 +503,43 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
                          "tombstones with --null-payload=tombstone)", spec->names[COL_PAYLOAD]);
                 return -EINVAL;
         }
-        if (!f[COL_PAYLOAD]->is_null && !is_json_type(spec->found_type[COL_PAYLOAD])) {
-                const char *end = NULL, *stop = f[COL_PAYLOAD]->ptr + f[COL_PAYLOAD]->len;
-                cJSON *j = cJSON_ParseWithLengthOpts(f[COL_PAYLOAD]->ptr, f[COL_PAYLOAD]->len, &end,
-                                                     false);
+        if (!f[COL_PAYLOAD]->is_null && !is_json_column(spec, spec->found_col[COL_PAYLOAD])) {
+                const char *why = "";
+                char tbuf[48];
+                size_t at = 0;
 
-                while (j && end && end < stop && (*end == ' ' || *end == '\t' || *end == '\n' ||
-                                                  *end == '\r'))
-                        end++;
-                if (!j || end != stop) {
-                        cJSON_Delete(j);
+                /* What PostgreSQL's json type would accept, not what cJSON happens to. */
+                if (pgjson_validate(f[COL_PAYLOAD]->ptr, f[COL_PAYLOAD]->len, &at, &why) < 0) {
                         snprintf(err, errlen, "the payload column \"%s\" of type %s does not hold "
-                                 "valid JSON (records are sent as application/json); store JSON, or "
-                                 "make the column json or jsonb so that PostgreSQL checks it",
-                                 spec->names[COL_PAYLOAD], spec->found_type[COL_PAYLOAD]);
+                                 "valid JSON (%s at byte %zu; records are sent as application/json); "
+                                 "store JSON, or make the column json or jsonb so that PostgreSQL "
+                                 "checks it", spec->names[COL_PAYLOAD],
+                                 type_text(spec->found_col[COL_PAYLOAD], tbuf, sizeof(tbuf)), why, at);
                         return -EILSEQ;
                 }
-                cJSON_Delete(j);
         }
+        /* Column headers first: fewer than RECORD_HEADERS_MAX, so they always fit. */
+        for (size_t i = 0; i < spec->nhcols; i++)
+                if (!hf[i]->is_null)
+                        spec->headers[nh++] = (struct record_header){spec->hnames[i], hf[i]->ptr,
+                                                                     hf[i]->len};
         for (size_t c = 0; spec->headers_column && c < rec->ncolumns; c++) {
+                char tbuf[48];
                 int n;
 
                 if (strcmp(rec->columns[c].name, spec->headers_column) != 0)
                         continue;
+
                 n = extract_headers(spec, &rec->columns[c].value, spec->headers_column,
-                                    rec->columns[c].type, err, errlen);
+                                    type_text(&rec->columns[c], tbuf, sizeof(tbuf)), nh, err, errlen);
                 if (n < 0)
                         return n;
-                ret_row->headers = spec->headers;
-                ret_row->nheaders = (size_t)n;
+                nh += (size_t)n;
                 break;
+        }
+        if (nh) {
+                ret_row->headers = spec->headers;
+                ret_row->nheaders = nh;
         }
         if (trc < 0)
                 snprintf(err, errlen, "%s", terr);
@@ -436,4 +567,31 @@ int record_render_topic(struct record_spec *spec, const char *const *values, con
                 spec->found[COL_FIXED + i] = NULL;
         free(v);
         return r;
+}
+
+static const char *const row_fault_codes[] = {"INVALID_TOPIC", "INVALID_JSON", "INVALID_HEADERS",
+                                              "MISSING_COLUMN", "NULL_VALUE"};
+
+const char *record_error_code(int err)
+{
+        switch (err) {
+        case -EDOM:
+                return row_fault_codes[0];
+        case -EILSEQ:
+                return row_fault_codes[1];
+        case -EBADMSG:
+                return row_fault_codes[2];
+        case -ENOENT:
+                return row_fault_codes[3];
+        default:
+                return row_fault_codes[4];
+        }
+}
+
+bool record_error_code_is_row_fault(const char *code, size_t len)
+{
+        for (size_t i = 0; i < sizeof(row_fault_codes) / sizeof(row_fault_codes[0]); i++)
+                if (strlen(row_fault_codes[i]) == len && memcmp(row_fault_codes[i], code, len) == 0)
+                        return true;
+        return false;
 }

@@ -40,4 +40,14 @@ struct relay_reload {
 int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop,
               const struct relay_reload *reload);
 
+/*
+ * relay_checkpoint_new_slot() - after `slot create` made the slot of @conf
+ * at consistent point @lsn: write its first checkpoint record (topic
+ * conf->checkpoint_topic, created if missing) and wait for Kafka's
+ * acknowledgement, so that a relay does not take the new slot for one
+ * moved by someone else. Logs what fails. Returns 0, or -EIO with the
+ * reason in @err (@errlen bytes).
+ */
+int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen);
+
 #endif

@@ -25,65 +25,43 @@ static void set_err(char *err, size_t errlen, const char *prefix, const char *ms
                 err[--n] = '\0';
 }
 
-static uint64_t get_lsn(const PGresult *r, int col)
-{
-        uint64_t lsn = LSN_INVALID;
-
-        if (!PQgetisnull(r, 0, col))
-                lsn_parse(PQgetvalue(r, 0, col), strlen(PQgetvalue(r, 0, col)), &lsn);
-        return lsn;
-}
-
 int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_st, char *err,
                    size_t errlen)
 {
-        const char *params[1] = {conf->slot};
         struct slotcmd_status st = {0};
+        struct preflight_slot s;
         PGconn *c;
-        PGresult *r;
         int rc;
 
         rc = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &c, err, errlen);
         if (rc < 0)
                 return rc;
-        st.has_wal_status = PQserverVersion(c) >= 130000;
-        /* One query, so that the current WAL LSN and the slot's are read together. */
-        r = PQexecParams(c, st.has_wal_status ?
-                "SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn, "
-                "restart_lsn, CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-                "ELSE pg_current_wal_lsn() END, wal_status, safe_wal_size "
-                "FROM pg_replication_slots WHERE slot_name = $1" :
-                "SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn, "
-                "restart_lsn, CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-                "ELSE pg_current_wal_lsn() END, NULL, NULL "
-                "FROM pg_replication_slots WHERE slot_name = $1", 1, NULL, params, NULL, NULL, 0);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                set_err(err, errlen, "cannot read pg_replication_slots: ", PQresultErrorMessage(r));
-                rc = -EIO;
-        } else if (PQntuples(r) == 0) {
+        rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
+        if (rc == 0 && !s.exists) {
                 snprintf(err, errlen, "replication slot \"%s\" does not exist in this cluster; create "
                          "it with `outbox-relay slot create`", conf->slot);
                 rc = -ENOENT;
-        } else {
+        } else if (rc == 0) {
                 snprintf(st.slot, sizeof(st.slot), "%s", conf->slot);
-                snprintf(st.plugin, sizeof(st.plugin), "%s", PQgetvalue(r, 0, 0));
-                snprintf(st.slot_type, sizeof(st.slot_type), "%s", PQgetvalue(r, 0, 1));
-                snprintf(st.database, sizeof(st.database), "%s", PQgetvalue(r, 0, 2));
-                st.active = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
-                st.active_pid = PQgetisnull(r, 0, 4) ? 0 : atoi(PQgetvalue(r, 0, 4));
-                st.confirmed_flush_lsn = get_lsn(r, 5);
-                st.restart_lsn = get_lsn(r, 6);
-                st.current_wal_lsn = get_lsn(r, 7);
+                snprintf(st.plugin, sizeof(st.plugin), "%s", s.plugin);
+                snprintf(st.slot_type, sizeof(st.slot_type), "%s", s.slot_type);
+                snprintf(st.database, sizeof(st.database), "%s", s.database);
+                st.active = s.active_pid != 0;
+                st.active_pid = s.active_pid;
+                snprintf(st.holder, sizeof(st.holder), "%s", s.holder);
+                st.confirmed_flush_lsn = s.confirmed_flush_lsn;
+                st.restart_lsn = s.restart_lsn;
+                st.current_wal_lsn = s.current_wal_lsn;
                 st.retained_bytes = st.restart_lsn == LSN_INVALID ? -1 :
                                     (int64_t)(st.current_wal_lsn - st.restart_lsn);
                 st.lag_bytes = st.confirmed_flush_lsn == LSN_INVALID ? -1 :
                                (int64_t)(st.current_wal_lsn - st.confirmed_flush_lsn);
-                snprintf(st.wal_status, sizeof(st.wal_status), "%s", PQgetvalue(r, 0, 8));
-                st.safe_wal_size_null = PQgetisnull(r, 0, 9);
-                st.safe_wal_size = strtoll(PQgetvalue(r, 0, 9), NULL, 10);
+                st.has_wal_status = s.has_wal_status;
+                snprintf(st.wal_status, sizeof(st.wal_status), "%s", s.wal_status);
+                st.safe_wal_size_null = s.safe_wal_size_null;
+                st.safe_wal_size = s.safe_wal_size;
                 *ret_st = st;
         }
-        PQclear(r);
         PQfinish(c);
         return rc;
 }
@@ -105,9 +83,10 @@ static void print_json(const struct slotcmd_status *st, FILE *out)
         cJSON_AddStringToObject(o, "slot_type", st->slot_type);
         cJSON_AddStringToObject(o, "database", st->database);
         cJSON_AddBoolToObject(o, "active", st->active);
-        if (st->active_pid)
+        if (st->active_pid) {
                 RAW("active_pid", "%d", st->active_pid);
-        else
+                cJSON_AddStringToObject(o, "holder", st->holder);
+        } else
                 cJSON_AddNullToObject(o, "active_pid");
         cJSON_AddStringToObject(o, "confirmed_flush_lsn", lsn_format(st->confirmed_flush_lsn, a));
         /* An invalidated slot has no restart_lsn: null, not 0/0 and -1. */
@@ -149,7 +128,7 @@ void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out)
         fprintf(out, "database:            %s\n", st->database);
         fprintf(out, "active:              %s\n", st->active ? "yes" : "no");
         if (st->active_pid)
-                fprintf(out, "active_pid:          %d\n", st->active_pid);
+                fprintf(out, "active_pid:          %d (%s)\n", st->active_pid, st->holder);
         else
                 fprintf(out, "active_pid:          -\n");
         fprintf(out, "confirmed_flush_lsn: %s\n", lsn_format(st->confirmed_flush_lsn, a));
@@ -180,7 +159,6 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
         struct preflight_slot s;
         char a[LSN_STRLEN];
         PGconn *c;
-        PGresult *r;
         int rc;
 
         rc = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &c, err, errlen);
@@ -201,10 +179,18 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
         }
         if (rc < 0)
                 goto out;
-        /* A slot's creation waits for running transactions: no statement timeout for it. */
-        r = PQexec(c, "SET statement_timeout = 0");
-        PQclear(r);
-        rc = preflight_create_slot(c, conf->slot, &cr.consistent_lsn, err, errlen);
+        /* A slot's creation waits for running transactions; the server gives up after the timeout. */
+        rc = preflight_create_slot(c, conf->slot, "wal2json", false, (int)conf->slot_create_timeout_ms,
+                                   &cr.consistent_lsn, err, errlen, NULL);
+        if (rc == -ETIMEDOUT) {
+                char blockers[1536];
+
+                preflight_slot_blockers(c, blockers, sizeof(blockers));
+                if (blockers[0])
+                        snprintf(err + strlen(err), errlen - strlen(err), "; it waited for %s; run it "
+                                 "again when they have ended, or raise --slot-create-timeout",
+                                 blockers);
+        }
         if (rc < 0)
                 goto out;
         snprintf(cr.database, sizeof(cr.database), "%s", PQdb(c));
@@ -257,8 +243,8 @@ int slotcmd_drop(const struct relay_config *conf, char *err, size_t errlen)
                 goto out;
         }
         if (s.active_pid) {
-                snprintf(err, errlen, "replication slot \"%s\" is active, used by PID %d: stop that "
-                         "relay (or walsender) first; nothing dropped", conf->slot, s.active_pid);
+                snprintf(err, errlen, "replication slot \"%s\" is active, used by %s: stop that "
+                         "relay (or walsender) first; nothing dropped", conf->slot, s.holder);
                 rc = -EBUSY;
                 goto out;
         }

@@ -24,6 +24,7 @@ struct slotcmd_status {
         char database[256];
         bool active;
         int active_pid;                 /* 0 when not active */
+        char holder[512];               /* "PID n, application ..., client ..." when active */
         uint64_t confirmed_flush_lsn;   /* LSN; LSN_INVALID if NULL (physical slot) */
         uint64_t restart_lsn;           /* LSN; LSN_INVALID if NULL */
         uint64_t current_wal_lsn;       /* pg_current_wal_lsn() (replay LSN on a standby), same query */
@@ -61,9 +62,12 @@ struct slotcmd_created {
 
 /*
  * slotcmd_create() - create the slot of @conf with plugin wal2json. Waits
- * without a statement timeout for the transactions running on the server to
- * end. Returns 0 and @ret_created, -ECONNREFUSED, -EEXIST (the slot exists:
- * nothing done), -EINVAL (the server refused); the message in @err.
+ * for the transactions running on the server to end, at most
+ * conf->slot_create_timeout_ms (the server cancels the creation then, so no
+ * half-made slot is left; the message names what it waited for). Returns 0
+ * and @ret_created, -ECONNREFUSED, -EEXIST (the slot exists: nothing done),
+ * -ETIMEDOUT, -EACCES / -ENOENT / -EINVAL / -EIO (see
+ * preflight_create_slot()); the message in @err.
  */
 int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
                    size_t errlen);

@@ -8,11 +8,13 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "civil.h"
 #include "lsn.h"
 
 /*
@@ -357,12 +359,26 @@ static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_re
         cJSON_ArrayForEach(col, arr) {
                 struct w2j_column *c = &d->cols[i++];
                 const cJSON *v;
+                const char *oid;
 
                 if (!cJSON_IsObject(col))
                         return -EBADMSG;
                 c->name = get_string(col, "name");
                 c->type = get_string(col, "type");
-                if (!c->name || !c->type)
+                c->typeoid = 0;
+                oid = number_text(cJSON_GetObjectItemCaseSensitive(col, "typeoid"));
+                if (oid) {
+                        char *end;
+                        unsigned long num;
+
+                        errno = 0;
+                        num = strtoul(oid, &end, 10);
+                        if (*end || errno || num == 0 || num > UINT32_MAX || oid[0] == '-')
+                                return -EBADMSG;
+                        c->typeoid = (uint32_t)num;
+                }
+                /* include-types gives "type", include-type-oids "typeoid": one of them, at least. */
+                if (!c->name || (!c->type && !c->typeoid))
                         return -EBADMSG;
                 v = cJSON_GetObjectItemCaseSensitive(col, "value");
                 c->value.was_number = false;
@@ -470,6 +486,23 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
                 if (!rec.schema || !rec.table || has_nul)
                         return -EBADMSG;
         }
+        if (rec.action == W2J_MESSAGE) {
+                it = cJSON_GetObjectItemCaseSensitive(d->root, "transactional");
+                if (it && !cJSON_IsBool(it))
+                        return -EBADMSG;
+                rec.transactional = cJSON_IsTrue(it);
+                it = cJSON_GetObjectItemCaseSensitive(d->root, "prefix");
+                if (it && !cJSON_IsString(it))
+                        return -EBADMSG;
+                rec.prefix = it ? it->valuestring : NULL;
+                it = cJSON_GetObjectItemCaseSensitive(d->root, "content");
+                if (it && !cJSON_IsString(it))
+                        return -EBADMSG;
+                rec.content = it ? it->valuestring : NULL;
+                rec.content_len = it ? strlen(it->valuestring) : 0;
+                /* Decoded all the same: only a message the relay publishes must be whole. */
+                rec.suspect = has_nul;
+        }
         if (rec.action == W2J_INSERT || rec.action == W2J_UPDATE) {
                 r = decode_columns(d, cJSON_GetObjectItemCaseSensitive(d->root, "columns"), &rec);
                 if (r < 0)
@@ -490,19 +523,6 @@ static int parse_digits(const char **p, const char *end, int n, int *ret)
         }
         *ret = v;
         return 0;
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-        int64_t era, yoe, doy, doe;
-
-        y -= m <= 2;
-        era = (y >= 0 ? y : y - 399) / 400;
-        yoe = y - era * 400;
-        doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-        doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        return era * 146097 + doe - 719468;
 }
 
 int w2j_parse_timestamp(const char *text, size_t len, int64_t *ret_us)
@@ -552,7 +572,7 @@ int w2j_parse_timestamp(const char *text, size_t len, int64_t *ret_us)
         }
         if (p != end || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
                 return -EINVAL;
-        us = ((days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s) -
+        us = ((civil_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + s) -
               sign * (oh * 3600 + om * 60 + os)) * INT64_C(1000000) + frac;
         *ret_us = us;
         return 0;

@@ -8,8 +8,14 @@
  *   {"action":"B","xid":729,"timestamp":"2026-11-30 04:07:34.336545+00",
  *    "lsn":"0/1551438","nextlsn":"0/1551468"}
  *   {"action":"I","xid":729,"timestamp":"...","lsn":"0/1551298","schema":"public",
- *    "table":"outbox","columns":[{"name":"work_id","type":"text","value":"order-103-ack"},
- *    {"name":"order_id","type":"bigint","value":103}, ...]}
+ *    "table":"outbox","columns":[{"name":"work_id","typeoid":25,"value":"order-103-ack"},
+ *    {"name":"order_id","typeoid":20,"value":103}, ...]}
+ *
+ * A column carries "type" (the type's name, include-types, wal2json's default)
+ * and/or "typeoid" (include-type-oids). The relay asks for OIDs only: names
+ * cost the walsender a catalog lookup per column, and wal2json prints some
+ * of them unescaped (an enum in a schema whose name needs quotes, e.g.
+ * "int".doc_type, makes a line that is not JSON).
  *   {"action":"C","xid":729,"timestamp":"...","lsn":"0/1551438","nextlsn":"0/1551468"}
  *
  * Actions: B begin, C commit, I insert, U update, D delete, T truncate,
@@ -19,10 +25,29 @@
  * Column values are kept byte-exact as the server wrote them: wal2json writes
  * numeric types as bare JSON numbers, and cJSON would keep only a double, so
  * the decoder first rewrites every bare number N of the line as ["N"], an
- * array holding its text, then parses the result with cJSON. A logical
- * message ("M") may be non-transactional ("xid":null, "timestamp":null) and
- * carry raw binary content; it decodes, to be counted and skipped. It knows nothing
- * of Kafka, of the replication protocol or of which tables are outboxes.
+ * array holding its text, then parses the result with cJSON.
+ *
+ * A logical message (pg_logical_emit_message(); wal2json.c
+ * pg_decode_message_v2) as wal2json 2.5 writes it, captured from a real
+ * server (tests/data/wal2json-v2-messages.jsonl):
+ *
+ *   {"action":"M","xid":725,"timestamp":"2026-12-01 06:35:34.559182+00",
+ *    "lsn":"0/191FE10","transactional":true,"prefix":"outbox","content":"..."}
+ *   {"action":"M","xid":null,"timestamp":null,"lsn":"0/191FE88",
+ *    "transactional":false,"prefix":"outbox","content":"..."}
+ *
+ * Its "lsn" is the end of the message's WAL record (PostgreSQL's decode.c
+ * queues it at the record's end), which is what pg_logical_emit_message()
+ * returned to its caller. A transactional one comes between its
+ * transaction's B and C lines, at the commit (it commits or rolls back with
+ * the transaction); a non-transactional
+ * one comes alone, when it was written, whatever became of its transaction.
+ * "content" is the message's bytes as a JSON string: wal2json copies them as
+ * a C string, so content with a NUL byte arrives cut at it, and escapes only
+ * '"', '\' and bytes below 0x20, so content that is not UTF-8 (a bytea
+ * message) arrives as raw bytes. It knows nothing of Kafka, of the
+ * replication protocol, of which tables are outboxes or of what a message
+ * means.
  */
 #ifndef RELAY_WAL2JSON_H
 #define RELAY_WAL2JSON_H
@@ -58,8 +83,10 @@ struct w2j_value {
 
 struct w2j_column {
         const char *name;   /* column name, unquoted */
-        const char *type;   /* type name as wal2json wrote it ("text", "jsonb", ...) */
+        const char *type;   /* type name as wal2json wrote it ("text", "jsonb", ...), or NULL
+                             * when the line has none (include-types=false) */
         struct w2j_value value;
+        uint32_t typeoid;   /* the type's OID (include-type-oids: "typeoid"), or 0 when absent */
 };
 
 struct w2j_record {
@@ -74,6 +101,14 @@ struct w2j_record {
         const char *table;       /* I/U/D/T: table name, unescaped; else NULL */
         size_t ncolumns;
         const struct w2j_column *columns;  /* I/U: the new row's columns */
+        /* M only: */
+        bool transactional;      /* "transactional":true (false when absent) */
+        const char *prefix;      /* the message's prefix, unescaped, or NULL when absent */
+        const char *content;     /* its content, unescaped, NUL-terminated, or NULL when absent */
+        size_t content_len;      /* bytes of @content, without the terminator */
+        bool suspect;            /* the line held a NUL byte, a \u0000 escape or a raw control
+                                  * character, which wal2json never writes (it cuts content at a
+                                  * NUL and escapes the rest): @prefix or @content may be cut short */
 };
 
 struct w2j_decoder;
@@ -96,7 +131,9 @@ struct w2j_decoder *w2j_decoder_free(struct w2j_decoder *d);
  *
  * Returns 0 on success, or
  *   -EBADMSG  the line is not valid JSON, not an object, lacks "action", has
- *             a field of the wrong type, a malformed LSN or timestamp, or is
+ *             a field of the wrong type (also an M line's "prefix" or "content"
+ *             that is not a string, or "transactional" that is not a boolean),
+ *             a malformed LSN or timestamp, or is
  *             a table's record (I, U, D, T) with a string holding a NUL
  *             (raw or \u0000) or a raw control character, which no
  *             PostgreSQL value contains and at which cJSON would cut it;

@@ -11,13 +11,13 @@ log() { printf '==> %s\n' "$*"; }
 packages=(
         gcc libc6-dev pkg-config meson ninja-build
         libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev libinih-dev
-        postgresql-15 postgresql-15-wal2json kafkacat
+        postgresql-15 postgresql-15-wal2json pgbouncer kafkacat
         python3 python3-pytest python3-psycopg2 python3-confluent-kafka python3-prometheus-client
+        systemd   # systemd-analyze verify reads docker/outbox-relay.service (test_environment_docker.py)
 )
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
-if ! command -v mvn >/dev/null 2>&1 && [ ! -f "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/outbox-relay/kafka-4.1.1/.complete" ]; then
-        packages+=(maven)
-fi
+# mvn fetches the Kafka jars and the SQL matrix's PostgreSQL binaries (once each)
+command -v mvn >/dev/null 2>&1 || packages+=(maven)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -8,7 +8,8 @@
 #   tests/run-tests.sh [extra meson test arguments, e.g. --suite unit]
 #
 # Installs missing Debian packages (root or sudo needed then), fetches the
-# Kafka jars into ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/ once, configures
+# Kafka jars and promtool into ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/ and the SQL
+# matrix's PostgreSQL 13-18 binaries into /var/cache/outbox-relay/ once, configures
 # build/ with -Dwerror=true, compiles, runs `meson test`, and exits non-zero
 # if any test failed or the integration suite did not run and pass. The last
 # line printed is "N passed, N failed".
@@ -25,6 +26,15 @@ bash "$top/tests/install-deps.sh"
 
 log "fetching the Kafka broker jars (cached after the first run)"
 PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-kafka </dev/null
+# Prometheus's promtool evaluates README's alert rules (test_ops_alerts.py): built
+# once from the Go module proxy (about 4 min cold), cached beside the jars.
+log "fetching promtool (cached after the first run)"
+PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-promtool </dev/null
+# PostgreSQL 13, 14, 16, 17 and 18 for the SQL matrix (test_sql_matrix.py),
+# from Maven Central into /var/cache/outbox-relay once; a failed fetch stops here.
+log "fetching the SQL matrix's PostgreSQL server binaries (cached after the first run)"
+PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-postgres --matrix \
+        </dev/null >/dev/null
 
 if [ -f "$build/build.ninja" ]; then
         log "reconfiguring $build/"

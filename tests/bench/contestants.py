@@ -1,13 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The four contestants and how each is run on a workload:
+"""The contestants and how each is run on a workload:
 
   decode    "limit, decode": pg_recvlogical with the relay's wal2json options,
             writing to /dev/null (backlog) or to a pipe the benchmark reads
             (steady state): what the server decodes and sends on one slot.
+  decode-names
+            the same with type names instead of type OIDs (include-types=true,
+            include-type-oids=false): what the relay's choice of OIDs saves
+            the walsender.
   broker    "limit, broker": tests/bench/bare_producer, a bare librdkafka
             producer with the relay's producer settings, writing the same
             number of same-sized records to the same broker.
   relay     outbox-relay with its defaults (and -s 1, see README.md).
+  relay-eos the same with --exactly-once (its own slot, transactional.id and
+            checkpoint topic), measured with a read_committed consumer.
   debezium  Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
             Connect standalone worker.
 
@@ -28,11 +34,17 @@ import measure
 import workload
 from harness import procs
 
-WAL2JSON_OPTIONS = [  # the options outbox-relay passes (src/relay.c start_stream())
+WAL2JSON_OPTIONS = [  # the options outbox-relay passes (src/relay.c session()), in its order
     ("format-version", "2"), ("include-transaction", "true"), ("include-lsn", "true"),
-    ("include-xids", "true"), ("include-timestamp", "true"), ("include-type-oids", "false"),
+    ("include-xids", "true"), ("include-timestamp", "true"),
+    ("include-types", "false"), ("include-type-oids", "true"),
     ("add-tables", "public.outbox"),
 ]
+
+# The same, with the type names wal2json gives by default instead of the OIDs.
+WAL2JSON_OPTIONS_TYPE_NAMES = [
+    (k, {"include-types": "true", "include-type-oids": "false"}.get(k, v))
+    for k, v in WAL2JSON_OPTIONS]
 
 
 class Result(dict):
@@ -175,13 +187,14 @@ class EnvMeter:
 
 class Base:
     key = label = plugin = None
+    writes_kafka = True
 
     def __init__(self, ctx):
         self.ctx = ctx
 
     @property
     def slot(self):
-        return "bench_%s" % self.key
+        return "bench_%s" % self.key.replace("-", "_")   # slot names: [a-z0-9_]
 
     def topic(self, tag):
         return "%s.%s.%s" % (self.ctx.run_id, tag, self.key)
@@ -193,7 +206,7 @@ class Base:
         """Before the rows are loaded: a fresh slot (and topic) for this contestant."""
         if self.plugin:
             workload.create_slot(self.ctx.pg, self.slot, self.plugin)
-        if self.key != "decode":
+        if self.writes_kafka:
             self.ctx.create_topic(self.topic(tag))
 
     def cleanup(self):
@@ -203,6 +216,8 @@ class Base:
 
 class Decode(Base):
     key, label, plugin = "decode", "limit, decode", "wal2json"
+    writes_kafka = False
+    options = WAL2JSON_OPTIONS
 
     def argv(self, output, endpos=None):
         pg = self.ctx.pg
@@ -211,7 +226,7 @@ class Decode(Base):
                 "-f", output, "-F", "0", "-s", "%g" % self.ctx.status_interval]
         if endpos is not None:
             argv += ["-E", endpos]
-        for k, v in WAL2JSON_OPTIONS:
+        for k, v in self.options:
             argv += ["-o", "%s=%s" % (k, v)]
         return argv
 
@@ -275,6 +290,12 @@ class Decode(Base):
             workload.drop_slot(ctx.pg, self.slot)
 
 
+class DecodeNames(Decode):
+    """The decode limit with type names instead of OIDs (wal2json's default)."""
+    key, label = "decode-names", "decode, names"
+    options = WAL2JSON_OPTIONS_TYPE_NAMES
+
+
 class Broker(Base):
     key, label, plugin = "broker", "limit, broker", None
 
@@ -332,6 +353,8 @@ class Broker(Base):
 class _ToKafka(Base):
     """Contestants that read the slot and publish to Kafka: relay, Debezium."""
 
+    transactional = False   # writes in Kafka transactions: offsets count their markers too
+
     def spawn(self, tag, topic):
         raise NotImplementedError
 
@@ -354,7 +377,12 @@ class _ToKafka(Base):
                     return False
             return (workload.confirmed_lsn(ctx.pg, self.slot) or 0) >= target
         try:
-            ok, _ = measure.wait_for(done, ctx.timeout(rows), interval=0.1)
+            try:        # a run that does not finish in time is a result, not an error
+                procs.wait_until(done, ctx.timeout(rows), interval=0.1,
+                                 what="every row acknowledged and confirmed")
+                ok = True
+            except procs.WaitTimeout:
+                ok = False
             elapsed = time.monotonic() - child.t0
             child.stats.sample()
             cpu, rss, wcpu = child.stats.cpu_s, child.stats.rss_kb, ws.cpu_s()
@@ -364,6 +392,14 @@ class _ToKafka(Base):
             rc = child.stop()
         note = "" if ok else "timed out: %d of %d acknowledged, confirmed %s" % (
             acked[0], rows, workload.confirmed_lsn(ctx.pg, self.slot))
+        if ok and self.transactional:
+            # The offsets also count one commit marker per partition and Kafka
+            # transaction, so they end above N: count what a read_committed
+            # consumer gets (after the clock stopped), which must be N exactly.
+            acked[0] = measure.count_records(ctx.kafka.bootstrap, topic, ctx.partitions, rows)
+            if acked[0] != rows:
+                ok = False
+                note = "a read_committed consumer got %d records of %d" % (acked[0], rows)
         if ok and rc not in (0, 130, 143, -15):
             note = "exit code %s on SIGTERM" % rc
         return Result(envf, ok=ok, elapsed_s=elapsed, rows=acked[0], cpu_s=cpu, rss_kb=rss,
@@ -401,7 +437,13 @@ class Relay(_ToKafka):
     key, label, plugin = "relay", "outbox-relay", "wal2json"
 
     def topic(self, tag):
-        return "%s.%s.relay.%s" % (self.ctx.run_id, tag, workload.KIND)
+        return "%s.%s.%s.%s" % (self.ctx.run_id, tag, self.key, workload.KIND)
+
+    def extra_args(self, tag):
+        # Its own checkpoint topic per workload: the slot's name is the same in
+        # each, the topic template is not, and a relay refuses to start on a
+        # checkpoint written with another row mapping (--accept-config-change).
+        return ["--checkpoint-topic", "%s.%s.%s.checkpoints" % (self.ctx.run_id, tag, self.key)]
 
     def spawn(self, tag, topic):
         ctx = self.ctx
@@ -409,7 +451,7 @@ class Relay(_ToKafka):
         template = topic[:-len(workload.KIND)] + "${kind}"
         argv = [ctx.relay_bin, "-d", ctx.pg.conninfo(workload.DBNAME), "-S", self.slot,
                 "-t", "public.outbox", "-b", ctx.kafka.bootstrap, "--topic", template,
-                "-s", "%g" % ctx.status_interval]
+                "-s", "%g" % ctx.status_interval] + self.extra_args(tag)
         if ctx.profile:
             # perf stays the parent; the relay's CPU is counted with perf's own.
             # DWARF call graphs: libc and librdkafka have no frame pointers.
@@ -437,6 +479,18 @@ class Relay(_ToKafka):
         return "\n".join(out)
 
 
+class RelayEOS(Relay):
+    """outbox-relay --exactly-once, otherwise as the relay contestant (its own
+    slot and checkpoint topic, and a transactional.id per workload, so that
+    no run fences another's producer)."""
+    key, label = "relay-eos", "relay, EOS"
+    transactional = True
+
+    def extra_args(self, tag):
+        return super().extra_args(tag) + [
+            "--exactly-once", "--transactional-id", "%s/%s/relay-eos" % (self.ctx.run_id, tag)]
+
+
 class Debezium(_ToKafka):
     key, label, plugin = "debezium", "Debezium", "pgoutput"
 
@@ -455,4 +509,5 @@ class Debezium(_ToKafka):
         return Child(argv, self.log(tag))
 
 
-ALL = {"decode": Decode, "broker": Broker, "relay": Relay, "debezium": Debezium}
+ALL = {"decode": Decode, "decode-names": DecodeNames, "broker": Broker, "relay": Relay,
+       "relay-eos": RelayEOS, "debezium": Debezium}

@@ -85,11 +85,30 @@ def _write_props(path, props):
             f.write("%s=%s\n" % (k, v))
 
 
-def prepare(workdir, *, bootstrap, pg, dbname, slot, publication, topic_prefix, name,
-            flush_interval_ms=1000):
+def bench_router(topic_prefix):
+    """The benchmark's Outbox Event Router settings (transforms.outbox.*, less
+    the prefix): sql/outbox.sql's columns, routed to topic_prefix.<kind> as
+    the relay's --topic does."""
+    return {
+        "table.field.event.id": "work_id",
+        "table.field.event.key": "work_id",
+        "table.field.event.payload": "payload",
+        "route.by.field": "kind",
+        "route.topic.replacement": topic_prefix + ".${routedByValue}",
+    }
+
+
+def prepare(workdir, *, bootstrap, pg, dbname, slot, publication, topic_prefix=None, name,
+            flush_interval_ms=1000, table="public.outbox", router=None):
     """Write worker.properties, connector.properties and log4j2.properties into
     workdir (created; a fresh offsets file, so the connector starts from its
-    slot); returns the argv that runs the worker."""
+    slot); returns the argv that runs the worker.
+
+    table: the one table captured (schema.table). router: the Outbox Event
+    Router's settings without the "transforms.outbox." prefix; None for the
+    benchmark's (bench_router(topic_prefix)), {} for Debezium's defaults."""
+    if router is None:
+        router = bench_router(topic_prefix)
     libs = ensure_jars()
     os.makedirs(workdir, exist_ok=True)
     worker = {
@@ -125,7 +144,7 @@ def prepare(workdir, *, bootstrap, pg, dbname, slot, publication, topic_prefix, 
         "slot.name": slot,
         "publication.name": publication,
         "publication.autocreate.mode": "disabled",
-        "table.include.list": "public.outbox",
+        "table.include.list": table,
         # the slot exists and holds the backlog: stream it, snapshot nothing
         "snapshot.mode": "no_data",
         "tombstones.on.delete": "false",
@@ -147,13 +166,9 @@ def prepare(workdir, *, bootstrap, pg, dbname, slot, publication, topic_prefix, 
         "transforms.outbox.predicate": "isOutbox",
         "predicates": "isOutbox",
         "predicates.isOutbox.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-        "predicates.isOutbox.pattern": re.escape(name) + r"\.public\.outbox",
-        "transforms.outbox.table.field.event.id": "work_id",
-        "transforms.outbox.table.field.event.key": "work_id",
-        "transforms.outbox.table.field.event.payload": "payload",
-        "transforms.outbox.route.by.field": "kind",
-        "transforms.outbox.route.topic.replacement": topic_prefix + ".${routedByValue}",
+        "predicates.isOutbox.pattern": re.escape(name + "." + table),
     }
+    connector.update(("transforms.outbox." + k, v) for k, v in router.items())
     _write_props(os.path.join(workdir, "worker.properties"), worker)
     _write_props(os.path.join(workdir, "connector.properties"), connector)
     with open(os.path.join(workdir, "log4j2.properties"), "w") as f:

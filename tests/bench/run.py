@@ -59,8 +59,12 @@ SMOKE = dict(rows=2000, small_txns=400, rates="200", duration=5, warmup=1)
 TARGETS = """\
 targets (goals reported, not asserted):
   backlog drain rows/s   relay >= 0.9 x limit, decode;  relay >= 5 x Debezium
+                         relay-eos >= 0.8 x relay
   peak RSS               relay < 32 MB and <= Debezium / 10
-  steady state           relay p99 commit-to-receipt < 20 ms at 2000 transactions/s"""
+  steady state           relay p99 commit-to-receipt < 20 ms at 2000 transactions/s
+                         relay-eos p99 < 50 ms at 2000 transactions/s (read_committed)"""
+
+ORDER = ("decode", "decode-names", "broker", "relay", "relay-eos", "debezium")
 
 
 def env_default(name, value, conv=str):
@@ -91,8 +95,9 @@ def parse_args(argv):
                    "measurement, left out of the latency figures (default %d)" % DEFAULTS["warmup"])
     p.add_argument("--workloads", default=env_default("workloads", "large,small,steady"),
                    help="any of large,small,steady (default all)")
-    p.add_argument("--contestants", default=env_default("contestants", "decode,broker,relay,debezium"),
-                   help="any of decode,broker,relay,debezium (default all)")
+    p.add_argument("--contestants",
+                   default=env_default("contestants", "decode,broker,relay,relay-eos,debezium"),
+                   help="any of %s (default all but decode-names)" % ",".join(ORDER))
     p.add_argument("--status-interval", type=float,
                    help="relay -s, pg_recvlogical -s and Debezium's offset flush interval, "
                         "seconds (default 1)")
@@ -207,8 +212,14 @@ class Context:
             expected = int(rate * total)
             tps = expected / total
         t_wall1 = time.time()
-        ok, tail = measure.wait_for(lambda: count() - count0 >= expected, max(30.0, duration),
-                                    0.02)
+        t_tail0 = time.monotonic()
+        try:    # a run that does not finish in time is a result, not an error
+            procs.wait_until(lambda: count() - count0 >= expected, max(30.0, duration), 0.02,
+                             what="every row received")
+            ok = True
+        except procs.WaitTimeout:
+            ok = False
+        tail = time.monotonic() - t_tail0
         if child.rusage is None:
             child.stats.sample()
         cpu1 = child.cpu_s
@@ -335,6 +346,57 @@ def ratio_lines(results, steady_2000):
         t = (" (target < 20 ms)%s" % mark(relay["p99_ms"] < 20)) if rate == steady_2000 else ""
         out.append("  steady %5d tx/s:           relay p99 %.1f ms%s; relay p99 = %s" % (
             rate, relay["p99_ms"], t, ", ".join(parts) or "-"))
+    return out + eos_lines(results, steady_2000, mark) + type_name_lines(results)
+
+
+def eos_lines(results, steady_2000, mark):
+    """--exactly-once against the default relay, same run."""
+    out = []
+    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+        rs = results.get(wl, {})
+        relay, eos = rs.get("relay"), rs.get("relay-eos")
+        if not relay or not eos or not relay.get("ok") or not eos.get("ok"):
+            continue
+        q = _ratio(_rows_per_s(eos), _rows_per_s(relay))
+        cpu = _ratio(_per_mrow(eos.get("cpu_s"), eos.get("rows")),
+                     _per_mrow(relay.get("cpu_s"), relay.get("rows")))
+        out.append("  %-28s EOS rows/s = %s default's (target >= 0.8)%s; EOS CPU/row = %s "
+                   "default's" % (title + ":", _f(q, "%.2fx"), mark(q >= 0.8 if q else None),
+                                  _f(cpu, "%.3gx")))
+    for rate, rs in sorted(results.get("steady", {}).items()):
+        relay, eos = rs.get("relay"), rs.get("relay-eos")
+        if not eos or eos.get("p99_ms") is None:
+            continue
+        t = (" (target < 50 ms)%s" % mark(eos["p99_ms"] < 50)) if rate == steady_2000 else ""
+        vs = ""
+        if relay and relay.get("p99_ms"):
+            vs = "; default p50 %.1f ms, p99 %.1f ms" % (relay["p50_ms"], relay["p99_ms"])
+        out.append("  steady %5d tx/s:           EOS p50 %.1f ms, p99 %.1f ms%s%s" % (
+            rate, eos["p50_ms"], eos["p99_ms"], t, vs))
+    return out
+
+
+def type_name_lines(results):
+    """wal2json with type names (decode-names) against type OIDs (decode)."""
+    out = []
+    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+        rs = results.get(wl, {})
+        oids, names = rs.get("decode"), rs.get("decode-names")
+        if not oids or not names or not oids.get("ok") or not names.get("ok"):
+            continue
+        q = _ratio(_rows_per_s(names), _rows_per_s(oids))
+        ws = _ratio(_per_mrow(names.get("walsender_cpu_s"), names.get("rows")),
+                    _per_mrow(oids.get("walsender_cpu_s"), oids.get("rows")))
+        out.append("  %-28s type names: decode rows/s = %s type OIDs'; walsender CPU/row = %s "
+                   "type OIDs'" % (title + ":", _f(q, "%.2fx"), _f(ws, "%.3gx")))
+    for rate, rs in sorted(results.get("steady", {}).items()):
+        oids, names = rs.get("decode"), rs.get("decode-names")
+        if not oids or not names or not oids.get("ok") or not names.get("ok"):
+            continue
+        ws = _ratio(_per_mrow(names.get("walsender_cpu_s"), names.get("rows")),
+                    _per_mrow(oids.get("walsender_cpu_s"), oids.get("rows")))
+        out.append("  steady %5d tx/s:           type names: walsender CPU/row = %s type OIDs'"
+                   % (rate, _f(ws, "%.3gx")))
     return out
 
 
@@ -405,7 +467,7 @@ def warm_up_broker(ctx, rows):
 def main(argv=None):
     args = parse_args(argv if argv is not None else sys.argv[1:])
     notes = []
-    order = [k for k in ("decode", "broker", "relay", "debezium") if k in args.contestants]
+    order = [k for k in ORDER if k in args.contestants]
     if "debezium" in order:
         try:
             debezium.ensure_jars()

@@ -257,7 +257,7 @@ static void do_ack_stale(struct ledger *l, struct model *m, uint8_t arg)
         if (m->nstale == 0)
                 return;
         t = m->stale[arg % m->nstale];
-        /* Tickets carry a 16-bit epoch; 65536 resets do not fit in one input. */
+        /* Tickets carry a 15-bit epoch; 32768 resets do not fit in one input. */
         for (size_t i = 0; i < m->nlive; i++)
                 FUZZ_CHECK(m->live[i].ticket != t);
         FUZZ_CHECK(ledger_ack(l, t) == -ENOENT);

@@ -9,6 +9,7 @@
  * which columns and topic.
  */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -101,24 +102,162 @@ static const struct w2j_value *lookup(const struct w2j_record *rec, const char *
 }
 
 /*
- * record.h: a payload not of type json or jsonb must be valid JSON. Valid
- * means what cJSON accepts, whitespace around it allowed; cJSON is more
- * lenient than RFC 8259 (see the fuzzing report), which this model follows.
+ * A second reading of PostgreSQL's json grammar (jsonapi.c), recursive where
+ * src/pgjson.c is iterative, so the two check each other: RFC 8259 values,
+ * whitespace of space, tab, CR, LF; any four hex digits after \u (json keeps
+ * lone surrogates and \u0000); bytes below 0x20 escaped in strings; a number
+ * or word ends at a byte that is not alphanumeric; at most 6400 levels.
  */
+struct jm {
+        const unsigned char *p, *end;
+};
+
+static bool jm_value(struct jm *m, int depth);
+
+static void jm_ws(struct jm *m)
+{
+        while (m->p < m->end && (*m->p == ' ' || *m->p == '\t' || *m->p == '\n' || *m->p == '\r'))
+                m->p++;
+}
+
+static bool jm_alnum(unsigned char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+               c >= 0x80;
+}
+
+static bool jm_string(struct jm *m)
+{
+        if (m->p >= m->end || *m->p != '"')
+                return false;
+        for (m->p++; m->p < m->end; m->p++) {
+                if (*m->p == '"') {
+                        m->p++;
+                        return true;
+                }
+                if (*m->p < 0x20)
+                        return false;
+                if (*m->p == '\\') {
+                        if (++m->p >= m->end)
+                                return false;
+                        if (*m->p == 'u') {
+                                for (int i = 0; i < 4; i++)
+                                        if (++m->p >= m->end || !isxdigit(*m->p))
+                                                return false;
+                        } else if (!strchr("\"\\/bfnrt", *m->p) || !*m->p) {
+                                return false;
+                        }
+                }
+        }
+        return false;
+}
+
+static size_t jm_digits(struct jm *m)
+{
+        size_t n = 0;
+
+        while (m->p < m->end && isdigit(*m->p)) {
+                m->p++;
+                n++;
+        }
+        return n;
+}
+
+static bool jm_number(struct jm *m)
+{
+        if (*m->p == '-')
+                m->p++;
+        if (m->p < m->end && *m->p == '0')
+                m->p++;
+        else if (!(m->p < m->end && *m->p != '0' && jm_digits(m)))
+                return false;
+        if (m->p < m->end && *m->p == '.') {
+                m->p++;
+                if (!jm_digits(m))
+                        return false;
+        }
+        if (m->p < m->end && (*m->p == 'e' || *m->p == 'E')) {
+                m->p++;
+                if (m->p < m->end && (*m->p == '+' || *m->p == '-'))
+                        m->p++;
+                if (!jm_digits(m))
+                        return false;
+        }
+        return !(m->p < m->end && jm_alnum(*m->p));
+}
+
+static bool jm_word(struct jm *m, const char *w)
+{
+        size_t n = strlen(w);
+
+        if ((size_t)(m->end - m->p) < n || memcmp(m->p, w, n) != 0)
+                return false;
+        m->p += n;
+        return !(m->p < m->end && jm_alnum(*m->p));
+}
+
+static bool jm_value(struct jm *m, int depth)
+{
+        jm_ws(m);
+        if (m->p >= m->end)
+                return false;
+        if (*m->p == '[' || *m->p == '{') {
+                bool obj = *m->p == '{';
+
+                if (depth >= 6400)
+                        return false;
+                m->p++;
+                jm_ws(m);
+                if (m->p < m->end && *m->p == (obj ? '}' : ']')) {
+                        m->p++;
+                        return true;
+                }
+                for (;;) {
+                        if (obj) {
+                                jm_ws(m);
+                                if (!jm_string(m))
+                                        return false;
+                                jm_ws(m);
+                                if (m->p >= m->end || *m->p != ':')
+                                        return false;
+                                m->p++;
+                        }
+                        if (!jm_value(m, depth + 1))
+                                return false;
+                        jm_ws(m);
+                        if (m->p < m->end && *m->p == ',') {
+                                m->p++;
+                                continue;
+                        }
+                        if (m->p < m->end && *m->p == (obj ? '}' : ']')) {
+                                m->p++;
+                                return true;
+                        }
+                        return false;
+                }
+        }
+        if (*m->p == '"')
+                return jm_string(m);
+        if (*m->p == '-' || isdigit(*m->p))
+                return jm_number(m);
+        return jm_word(m, "true") || jm_word(m, "false") || jm_word(m, "null");
+}
+
+/* record.h: a payload not of type json or jsonb must be what PostgreSQL's json type accepts. */
 static bool payload_ok(const struct w2j_column *c)
 {
-        const char *end = NULL;
-        cJSON *j;
-        bool ok;
+        struct jm m;
 
-        if (c->value.is_null || strcmp(c->type, "json") == 0 || strcmp(c->type, "jsonb") == 0)
+        if (c->value.is_null || c->typeoid == 114 || c->typeoid == 3802 ||
+            (c->type && (strcmp(c->type, "json") == 0 || strcmp(c->type, "jsonb") == 0)))
                 return true;
-        j = cJSON_ParseWithLengthOpts(c->value.ptr, c->value.len, &end, false);
-        ok = j != NULL && end != NULL;
-        for (; ok && end < c->value.ptr + c->value.len; end++)
-                ok = *end == ' ' || *end == '\t' || *end == '\n' || *end == '\r';
-        cJSON_Delete(j);
-        return ok;
+        /* Only now: a NULL value has no text, and NULL + 0 is undefined. */
+        m = (struct jm){(const unsigned char *)c->value.ptr,
+                        (const unsigned char *)c->value.ptr + c->value.len};
+        if (!jm_value(&m, 0))
+                return false;
+        jm_ws(&m);
+        return m.p == m.end;
 }
 
 static bool topic_char(char c)

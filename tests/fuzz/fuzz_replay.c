@@ -40,7 +40,8 @@
 #error "FUZZ_TARGET must name the target, e.g. -DFUZZ_TARGET=\"wal2json\""
 #endif
 
-static const char *const known_targets[] = {"wal2json", "replmsg", "record", "ledger", "headers"};
+static const char *const known_targets[] = {"wal2json", "replmsg", "record", "ledger", "headers",
+                                              "envelope"};
 
 static const char *raw_dir;  /* --write-raw: where inputs go instead of the target */
 static unsigned long ninputs, nskipped;

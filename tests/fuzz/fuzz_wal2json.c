@@ -154,6 +154,15 @@ static void compare_with_cjson(const char *line, size_t len, const struct w2j_re
                 same_string(root, "schema", rec->schema);
                 same_string(root, "table", rec->table);
         }
+        if (rec->action == W2J_MESSAGE) {
+                const cJSON *tx = cJSON_GetObjectItemCaseSensitive(root, "transactional");
+
+                FUZZ_CHECK(rec->transactional == cJSON_IsTrue(tx));
+                if (rec->prefix)
+                        same_string(root, "prefix", rec->prefix);
+                if (rec->content)
+                        same_string(root, "content", rec->content);
+        }
         if (rec->action != W2J_INSERT && rec->action != W2J_UPDATE)
                 goto out;
         cols = cJSON_GetObjectItemCaseSensitive(root, "columns");
@@ -164,7 +173,8 @@ static void compare_with_cjson(const char *line, size_t len, const struct w2j_re
                 const cJSON *v = cJSON_GetObjectItemCaseSensitive(col, "value");
 
                 same_string(col, "name", c->name);
-                same_string(col, "type", c->type);
+                if (c->type)
+                        same_string(col, "type", c->type);
                 if (cJSON_IsNull(v)) {
                         FUZZ_CHECK(c->value.is_null);
                 } else if (cJSON_IsNumber(v)) {
@@ -216,9 +226,23 @@ static void check_record(const struct w2j_record *rec, const char *line, size_t 
         if (rec->action != W2J_INSERT && rec->action != W2J_UPDATE)
                 FUZZ_CHECK(rec->ncolumns == 0 && rec->columns == NULL);
         FUZZ_CHECK(rec->ncolumns == 0 || rec->columns != NULL);
+        if (rec->action == W2J_MESSAGE) {
+                if (rec->content)
+                        FUZZ_CHECK(check_text(rec->content) == rec->content_len);
+                else
+                        FUZZ_CHECK(rec->content_len == 0);
+                if (rec->prefix)
+                        check_text(rec->prefix);
+        } else {
+                FUZZ_CHECK(!rec->transactional && !rec->prefix && !rec->content && !rec->suspect);
+        }
         for (size_t i = 0; i < rec->ncolumns; i++) {
                 check_text(rec->columns[i].name);
-                check_text(rec->columns[i].type);
+                /* include-types gives a name, include-type-oids an OID: one at least */
+                if (rec->columns[i].type)
+                        check_text(rec->columns[i].type);
+                else
+                        FUZZ_CHECK(rec->columns[i].typeoid != 0);
                 check_value(&rec->columns[i].value, line, len);
         }
         compare_with_cjson(line, len, rec);
@@ -302,6 +326,15 @@ static void serialize(const struct w2j_record *rec, const bool *as_array, struct
                 put_field(t, "schema", rec->schema);
                 put_field(t, "table", rec->table);
         }
+        if (rec->action == W2J_MESSAGE) {
+                put_str(t, rec->transactional ? ",\"transactional\":true" : ",\"transactional\":false");
+                if (rec->prefix)
+                        put_field(t, "prefix", rec->prefix);
+                if (rec->content) {
+                        put_str(t, ",\"content\":");
+                        put_json_string(t, rec->content, rec->content_len);
+                }
+        }
         if (rec->action == W2J_INSERT || rec->action == W2J_UPDATE) {
                 put_str(t, ",\"columns\":[");
                 for (size_t i = 0; i < rec->ncolumns; i++) {
@@ -309,7 +342,12 @@ static void serialize(const struct w2j_record *rec, const bool *as_array, struct
 
                         put_str(t, i ? ",{\"name\":" : "{\"name\":");
                         put_json_string(t, c->name, strlen(c->name));
-                        put_field(t, "type", c->type);
+                        if (c->type)
+                                put_field(t, "type", c->type);
+                        if (c->typeoid) {
+                                snprintf(buf, sizeof(buf), ",\"typeoid\":%u", (unsigned)c->typeoid);
+                                put_str(t, buf);
+                        }
                         put_str(t, ",\"value\":");
                         if (as_array && as_array[i]) {
                                 put_str(t, "[");
@@ -341,11 +379,15 @@ static void check_same(const struct w2j_record *a, const struct w2j_record *b)
         FUZZ_CHECK(a->commit_time_us == b->commit_time_us);
         FUZZ_CHECK(same_opt_string(a->schema, b->schema));
         FUZZ_CHECK(same_opt_string(a->table, b->table));
+        FUZZ_CHECK(a->transactional == b->transactional);
+        FUZZ_CHECK(same_opt_string(a->prefix, b->prefix));
+        FUZZ_CHECK(same_opt_string(a->content, b->content) && a->content_len == b->content_len);
         FUZZ_CHECK(a->ncolumns == b->ncolumns);
         for (size_t i = 0; i < a->ncolumns; i++) {
                 const struct w2j_column *x = &a->columns[i], *y = &b->columns[i];
 
-                FUZZ_CHECK(strcmp(x->name, y->name) == 0 && strcmp(x->type, y->type) == 0);
+                FUZZ_CHECK(strcmp(x->name, y->name) == 0 && same_opt_string(x->type, y->type));
+                FUZZ_CHECK(x->typeoid == y->typeoid);
                 FUZZ_CHECK(x->value.is_null == y->value.is_null);
                 FUZZ_CHECK(x->value.was_number == y->value.was_number);
                 FUZZ_CHECK(x->value.len == y->value.len);

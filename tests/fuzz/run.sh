@@ -6,7 +6,7 @@
 # no librdkafka), and fuzz each for a while. CI runs this on its own; it is
 # not a meson test, so that `meson test` stays fast.
 #
-#   tests/fuzz/run.sh [TARGET...]      default: wal2json replmsg record ledger headers
+#   tests/fuzz/run.sh [TARGET...]      default: wal2json replmsg record ledger headers envelope
 #
 # For each target: first replay tests/fuzz/regressions/, tests/fuzz/corpus/
 # and tests/data/ (a known crash fails here, with its note); then fuzz for
@@ -34,7 +34,7 @@ cc=${FUZZ_CC:-clang}
 if [ $# -gt 0 ]; then
         targets=("$@")
 else
-        read -r -a targets <<<"${FUZZ_TARGETS:-wal2json replmsg record ledger headers}"
+        read -r -a targets <<<"${FUZZ_TARGETS:-wal2json replmsg record ledger headers envelope}"
 fi
 
 # Which modules each target links, the longest input worth trying, its dictionary.
@@ -42,7 +42,8 @@ sources_of() {
         case $1 in
         wal2json) echo "wal2json.c lsn.c" ;;
         replmsg) echo "replmsg.c" ;;
-        record | headers) echo "record.c wal2json.c lsn.c" ;;
+        record | headers) echo "record.c pgjson.c wal2json.c lsn.c" ;;
+        envelope) echo "envelope.c record.c pgjson.c wal2json.c lsn.c" ;;
         ledger) echo "ledger.c lsn.c" ;;
         *) return 1 ;;
         esac

@@ -14,6 +14,13 @@ benchmarks. Typical use:
 
 Everything started is stopped on exit from the with block, at interpreter
 exit, on SIGTERM/SIGHUP, and (via PR_SET_PDEATHSIG) when this process dies.
+
+Modules: procs (child processes, free ports, wait_until: the one bounded
+wait), pg, kafka, relay (the binary under test, its settings files and log
+lines), consumer (TopicReader), outbox (writing rows, reading records back,
+waiting for the slot to confirm). Imported on their own, for the tests that
+need them: http (/metrics, /healthz, /readyz), faults (the load, collectors
+and verdict of the fault scenarios), promtool, pgbouncer, pgmajor, pgminor.
 """
 
 import os
@@ -23,10 +30,15 @@ import tempfile
 from . import procs
 from .consumer import Record, TopicReader, consume
 from .kafka import KafkaBroker, SaslKafkaBroker, ensure_jars
-from .pg import PostgresServer, format_lsn, parse_lsn
-from .procs import free_port, wait_until
+from .pg import (PostgresServer, format_lsn, parse_lsn, plugin_settings, restricts_output_plugins,
+                 server_version)
+from .outbox import (CE_HEADERS, RFC3339_US, Commit, arrive_and_confirm, by_id,
+                     delivered_and_confirmed, has_ids, insert_rows, read_while_alive, simple_rows,
+                     wait_confirmed)
+from .procs import WaitTimeout, free_port, wait_until
 from .relay import (EXIT_ENV, EXIT_OK, EXIT_RUNTIME, EXIT_UNPUBLISHABLE, EXIT_USAGE,
-                    RelayProcess, RelayStopTimeout, relay_bin, run_relay)
+                    RelayProcess, RelayStopTimeout, error_lines, log_lines, read_file, relay_bin,
+                    run_relay, the_error, write_file)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA_SQL = os.path.join(TOP, "sql", "outbox.sql")
@@ -95,6 +107,12 @@ __all__ = [
     "Environment", "PostgresServer", "KafkaBroker", "SaslKafkaBroker", "RelayProcess",
     "RelayStopTimeout",
     "Record", "TopicReader", "consume", "ensure_jars", "parse_lsn", "format_lsn",
-    "free_port", "wait_until", "relay_bin", "run_relay", "make_tempdir", "SCHEMA_SQL",
+    "free_port", "wait_until", "WaitTimeout", "relay_bin", "run_relay", "make_tempdir",
+    "SCHEMA_SQL",
+    "plugin_settings", "restricts_output_plugins", "server_version",
     "EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "EXIT_ENV", "EXIT_UNPUBLISHABLE", "procs",
+    "CE_HEADERS", "RFC3339_US", "Commit", "arrive_and_confirm", "by_id",
+    "delivered_and_confirmed", "has_ids", "insert_rows", "read_while_alive",
+    "simple_rows", "wait_confirmed",
+    "error_lines", "log_lines", "read_file", "the_error", "write_file",
 ]

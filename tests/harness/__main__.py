@@ -2,6 +2,15 @@
 """Command line entry points of the harness (run with PYTHONPATH=tests):
 
   /usr/bin/python3 -m harness fetch-kafka   download the Kafka jars into the cache
+  /usr/bin/python3 -m harness fetch-promtool build Prometheus's promtool into the cache
+  /usr/bin/python3 -m harness fetch-postgres --other-side
+                                            unpack the newest PostgreSQL 15 minor on the
+                                            other side of output_plugin_libraries from the
+                                            installed one; print its bindir (last line)
+  /usr/bin/python3 -m harness fetch-postgres --matrix
+                                            fetch the server binaries of the other majors
+                                            of the SQL matrix (13, 14, 16, 17, 18) into the
+                                            cache; print "MAJOR BINDIR" lines
   /usr/bin/python3 -m harness quickstart    the README's quickstart (tests/quickstart.sh)
   /usr/bin/python3 -m harness up            start PostgreSQL and Kafka, print how to
                                             reach them, stop both on Ctrl-C
@@ -30,6 +39,38 @@ def say(msg=""):
 def cmd_fetch_kafka(args):
     say(ensure_jars(quiet=not args.verbose))
     return 0
+
+
+def cmd_fetch_promtool(args):
+    from .promtool import ensure_promtool
+    t0 = time.monotonic()
+    path = ensure_promtool()
+    _err("==> promtool ready (%.1f s)" % (time.monotonic() - t0))
+    say(path)
+    return 0
+
+
+def cmd_fetch_postgres(args):
+    from . import pg, pgmajor, pgminor
+    if args.matrix:
+        for major in sorted(pgmajor.VERSIONS):
+            t0 = time.monotonic()
+            bindir = pgmajor.fetch(major, log=_err)
+            _err("==> %s (%.1f s)" % (pg.server_version(bindir), time.monotonic() - t0))
+            say("%s %s" % (major, bindir))
+        return 0
+    if args.version:
+        version, bindir = args.version, pgminor.fetch(args.version, log=_err)
+    else:
+        version, bindir = pgminor.fetch_other_side(log=_err)
+    _err("==> %s (%s output_plugin_libraries)" % (
+        pg.server_version(bindir), "with" if pg.restricts_output_plugins(bindir) else "without"))
+    say(bindir)
+    return 0
+
+
+def _err(msg):
+    print(msg, file=sys.stderr, flush=True)
 
 
 def cmd_quickstart(args):
@@ -109,6 +150,16 @@ def main(argv=None):
     f = sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache")
     f.add_argument("-v", "--verbose", action="store_true")
     f.set_defaults(func=cmd_fetch_kafka)
+    sub.add_parser("fetch-promtool", help="build Prometheus's promtool into the cache").set_defaults(
+        func=cmd_fetch_promtool)
+    fp = sub.add_parser("fetch-postgres", help="unpack another PostgreSQL 15 minor, or other majors")
+    g = fp.add_mutually_exclusive_group(required=True)
+    g.add_argument("--other-side", action="store_true",
+                   help="the newest minor on the other side of output_plugin_libraries")
+    g.add_argument("--version", help="a Debian package version, e.g. 15.18-0+deb12u1")
+    g.add_argument("--matrix", action="store_true",
+                   help="the server binaries of the SQL matrix's other majors (Maven Central)")
+    fp.set_defaults(func=cmd_fetch_postgres)
     q = sub.add_parser("quickstart", help="publish order 103 through a throwaway setup")
     q.add_argument("--keep", action="store_true", help="keep the temp dir with the logs")
     q.set_defaults(func=cmd_quickstart)

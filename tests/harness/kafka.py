@@ -177,7 +177,7 @@ class KafkaBroker:
         try:
             procs.wait_until(self._answers_metadata, timeout, interval=0.2,
                              what="Kafka broker on %s to answer metadata" % self.bootstrap)
-        except TimeoutError as e:
+        except procs.WaitTimeout as e:
             self.kill()
             raise RuntimeError("%s\n%s" % (e, procs.tail(self.logfile)))
         return self
@@ -245,12 +245,16 @@ class KafkaBroker:
         return self.proc.pid if self.proc else None
 
     def create_topic(self, name, partitions=3, config=None, timeout=30):
-        """Create topic name (config: topic-level settings such as max.message.bytes)."""
+        """Create topic name (config: topic-level settings such as max.message.bytes)
+        and wait until the broker lists it, so that a client's first metadata
+        request sees it."""
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient(self.client_config())
         fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
                                             config=dict(config or {}))])[name]
         fut.result(timeout=timeout)
+        procs.wait_until(lambda: name in self.topics(), timeout, interval=0.2,
+                         what="topic %s in metadata" % name)
 
     def topics(self, timeout=10):
         from confluent_kafka.admin import AdminClient
@@ -330,12 +334,6 @@ class SaslKafkaBroker(KafkaBroker):
             "auto.create.topics.enable": "false",
         })
         return props
-
-    def create_topic(self, name, partitions=1, config=None, timeout=30):
-        """Create topic name as the super user and wait until the broker lists it."""
-        super().create_topic(name, partitions=partitions, config=config, timeout=timeout)
-        procs.wait_until(lambda: name in self.topics(), timeout, interval=0.2,
-                         what="topic %s in metadata" % name)
 
     def grant(self, user, topics, operations=("WRITE", "DESCRIBE"), timeout=60):
         """Allow User:user the operations (Kafka AclOperation names) on each of

@@ -22,15 +22,20 @@ import psycopg2.extensions
 from . import procs
 
 PG_BINDIR = os.environ.get("OUTBOX_RELAY_PG_BINDIR", "/usr/lib/postgresql/15/bin")
+# Client programs (psql) for a bindir that has none, as the server bundles
+# of other majors (pgmajor.py): the installed psql 15 talks to 14 to 18.
+CLIENT_BINDIR = "/usr/lib/postgresql/15/bin"
 
-# Settings every test server gets. output_plugin_libraries is Debian's
-# hardening patch: without it wal2json is refused as an output plugin.
+# Added to output_plugin_libraries where the server has that setting (see
+# plugin_settings()).
+OUTPUT_PLUGINS = "'pgoutput, test_decoding, wal2json'"
+
+# Settings every test server gets, besides plugin_settings().
 BASE_SETTINGS = {
     "wal_level": "logical",
     "max_wal_senders": "10",
     "max_replication_slots": "10",
     "listen_addresses": "'127.0.0.1'",
-    "output_plugin_libraries": "'pgoutput, wal2json'",
     "track_commit_timestamp": "on",     # tests compare ce_time with the real commit time
     "timezone": "'UTC'",
     "fsync": "off",                     # throwaway data; a killed postmaster still loses nothing
@@ -40,6 +45,40 @@ BASE_SETTINGS = {
     "log_connections": "off",
     "log_line_prefix": "'%m [%p] %q%a '",
 }
+
+
+_known_settings = {}
+
+
+def known_settings(bindir=None):
+    """The names of the settings the postgres binary of bindir knows, from
+    `postgres --describe-config` (tab-separated, name first; allowed as root).
+    Cached per bindir."""
+    bindir = bindir or PG_BINDIR
+    if bindir not in _known_settings:
+        out = procs.run([os.path.join(bindir, "postgres"), "--describe-config"], timeout=60).stdout
+        _known_settings[bindir] = {line.split("\t", 1)[0] for line in out.splitlines() if line}
+    return _known_settings[bindir]
+
+
+def restricts_output_plugins(bindir=None):
+    """True for a server that refuses output plugins not listed in
+    output_plugin_libraries: PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6 and
+    later minors (2026-08-13). Older minors do not know the setting and
+    refuse to start with it in their configuration."""
+    return "output_plugin_libraries" in known_settings(bindir)
+
+
+def plugin_settings(bindir=None):
+    """What a test server needs so that wal2json may be used: on a server
+    with output_plugin_libraries, the list with wal2json added to its
+    default; on an older one, nothing."""
+    return {"output_plugin_libraries": OUTPUT_PLUGINS} if restricts_output_plugins(bindir) else {}
+
+
+def server_version(bindir=None):
+    """`postgres -V` of bindir, e.g. 'postgres (PostgreSQL) 15.20 (Debian 15.20-0+deb12u1)'."""
+    return procs.run([os.path.join(bindir or PG_BINDIR, "postgres"), "-V"], timeout=60).stdout.strip()
 
 
 def parse_lsn(text):
@@ -60,9 +99,12 @@ class PostgresServer:
 
     start() runs initdb on first use; stop(), restart() and kill() keep the
     data directory and the port, so a restarted server is the same cluster.
+    bindir: the server's binaries (default PG_BINDIR, the installed 15 or
+    what OUTBOX_RELAY_PG_BINDIR names).
     """
 
-    def __init__(self, base_dir, port=None, settings=None, name="pg"):
+    def __init__(self, base_dir, port=None, settings=None, name="pg", bindir=None):
+        self.bindir = bindir or PG_BINDIR
         self.base_dir = base_dir
         self.dir = os.path.join(base_dir, name)
         self.datadir = os.path.join(self.dir, "data")
@@ -71,14 +113,21 @@ class PostgresServer:
         self.host = "127.0.0.1"
         self.user = "postgres"
         self.settings = dict(BASE_SETTINGS)
+        self.settings.update(plugin_settings(self.bindir))
         self.settings.update(settings or {})
+        # a value of None leaves a setting out
+        self.settings = {k: v for k, v in self.settings.items() if v is not None}
         self.proc = None
         self._run_as = "postgres" if os.geteuid() == 0 else None
 
     # --- lifecycle -----------------------------------------------------
 
     def _bin(self, name):
-        return os.path.join(PG_BINDIR, name)
+        """name from the server's bindir, or the installed client's when the bindir lacks it."""
+        path = os.path.join(self.bindir, name)
+        if not os.path.exists(path) and os.path.exists(os.path.join(CLIENT_BINDIR, name)):
+            return os.path.join(CLIENT_BINDIR, name)
+        return path
 
     def _initdb(self):
         os.makedirs(self.dir, exist_ok=True)
@@ -186,7 +235,7 @@ class PostgresServer:
         for pid in kids or []:
             try:
                 procs.wait_until(lambda: not procs.pid_alive(pid), 30, what="backend %d exit" % pid)
-            except TimeoutError:
+            except procs.WaitTimeout:
                 pass
 
     def restart(self, mode="fast"):
@@ -209,6 +258,34 @@ class PostgresServer:
     def remove(self):
         """Delete the data directory (server must be stopped)."""
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def make_standby(self, name, settings=None):
+        """A hot standby of this server, streaming from it: a copy of the
+        data directory taken while this server is cleanly stopped (a valid
+        base backup without pg_basebackup, which the Maven bundles lack),
+        with standby.signal, primary_conninfo (with a dbname, as slot
+        synchronization needs), hot_standby_feedback and the given settings
+        (a value of None leaves one out) appended to postgresql.auto.conf.
+        Restarts this server and starts the standby; returns it."""
+        self.stop()
+        sb = PostgresServer(self.base_dir, name=name, bindir=self.bindir)
+        os.makedirs(sb.dir, exist_ok=True)
+        procs.run(["cp", "-a", self.datadir, sb.datadir], timeout=120)
+        extra = {"port": str(sb.port), "unix_socket_directories": "'%s'" % sb.dir,
+                 "primary_conninfo": "'host=%s port=%d user=%s dbname=postgres'"
+                                     % (self.host, self.port, self.user),
+                 "hot_standby": "on", "hot_standby_feedback": "on"}
+        extra.update(settings or {})
+        with open(os.path.join(sb.datadir, "postgresql.auto.conf"), "a") as f:
+            f.write("".join("%s = %s\n" % kv for kv in extra.items() if kv[1] is not None))
+        open(os.path.join(sb.datadir, "standby.signal"), "w").close()
+        if self._run_as:
+            pw = pwd.getpwnam(self._run_as)
+            for p in (sb.dir, os.path.join(sb.datadir, "standby.signal")):
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+        os.chmod(sb.dir, 0o700)
+        self.start()
+        return sb.start()
 
     # --- connecting ----------------------------------------------------
 
@@ -288,6 +365,16 @@ class PostgresServer:
     def slot_active(self, slot_name):
         s = self.slot(slot_name)
         return bool(s and s["active"])
+
+    def slot_streaming(self, slot_name):
+        """The slot is held by a walsender that has started streaming from it
+        (pg_stat_replication.state catchup or streaming). A slot being created
+        is active too, held by its creator in state startup, before the relay
+        has set up the rest of its start."""
+        return bool(self.scalar(
+            "SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r "
+            "ON r.pid = s.active_pid WHERE s.slot_name = %s AND r.state IN ('catchup', 'streaming')",
+            (slot_name,)))
 
     def current_wal_lsn(self):
         return parse_lsn(self.scalar("SELECT pg_current_wal_lsn()::text"))

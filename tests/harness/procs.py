@@ -21,6 +21,7 @@ import atexit
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -148,17 +149,39 @@ def terminate(proc, sig, timeout):
         return proc.wait(timeout=30), False
 
 
+def _ephemeral_low():
+    """The lowest port the kernel hands to outgoing connections (32768 if unknown)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    """A loopback TCP port that nothing listens on now and this process has not handed out."""
-    for _ in range(100):
+    """A loopback TCP port that nothing listens on now and this process has not
+    handed out. Chosen below the kernel's ephemeral range: a server the tests
+    stop and start again on its port (a broker kill, a PostgreSQL restart)
+    must find it free, and an outgoing connection of any process may take an
+    ephemeral port meanwhile (seen: a restarted broker's "Address already in
+    use" on a busy machine)."""
+    high = _ephemeral_low()
+    low = max(1024, high - 12000)
+    for _ in range(200):
+        port = random.randrange(low, high)
+        with _lock:
+            if port in _ports_given:
+                continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
         with _lock:
             if port not in _ports_given:
                 _ports_given.add(port)
                 return port
-    raise RuntimeError("no free loopback port found")
+    raise RuntimeError("no free loopback port found below %d" % high)
 
 
 def port_open(port, host="127.0.0.1"):
@@ -212,11 +235,23 @@ def pid_alive(pid):
     return stat[stat.rfind(")") + 2:][:1] != "Z"
 
 
-def wait_until(cond, timeout, interval=0.05, what="condition"):
+class WaitTimeout(AssertionError):
+    """A bounded wait ran out: what was waited for did not happen in time.
+
+    An AssertionError, because in a test that is a failure of the behaviour
+    under test, not of the harness; the message names what was waited for."""
+
+
+def wait_until(cond, timeout, interval=0.05, what="condition", tick=None):
     """Poll cond() until it returns a true value, at most timeout seconds.
 
-    Returns that value; raises TimeoutError naming `what` when time runs out.
-    The bounded poll every test wait goes through.
+    The bounded poll every wait of the harness, the tests and the benchmark
+    goes through. Returns cond()'s value. When time runs out raises
+    WaitTimeout "timed out after N s waiting for <what>"; what is text, or a
+    function returning text, called then, that can describe the state at the
+    timeout. tick(), when given, runs between tries instead of the
+    interval's sleep, and is the pause (e.g. a Kafka consumer's poll).
+    An exception from cond() or tick() ends the wait and propagates.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -224,8 +259,12 @@ def wait_until(cond, timeout, interval=0.05, what="condition"):
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise TimeoutError("timed out after %.1f s waiting for %s" % (timeout, what))
-        time.sleep(interval)
+            raise WaitTimeout("timed out after %.1f s waiting for %s"
+                              % (timeout, what() if callable(what) else what))
+        if tick is not None:
+            tick()
+        else:
+            time.sleep(interval)  # poll interval
 
 
 def tail(path, max_bytes=8000):
@@ -238,3 +277,10 @@ def tail(path, max_bytes=8000):
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def cpu_seconds(pid):
+    """CPU time (user + system) pid has used so far, in seconds (from /proc)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

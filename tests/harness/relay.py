@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Running the outbox-relay binary under test: start it with arguments, wait
 until its replication slot is active, stop it with a signal and read its exit
-code, log and peak memory.
+code, log and peak memory; write its settings files and read its log lines.
 
 The binary is $OUTBOX_RELAY_BIN, else build/src/outbox-relay at the top of the
 source tree.
@@ -27,6 +27,7 @@ EXIT_UNPUBLISHABLE = 4
 # The test suite's own knobs share the relay's OUTBOX_RELAY_ prefix; the relay
 # would warn about them as variables that are not settings, so it does not see them.
 HARNESS_VARS = ("OUTBOX_RELAY_BIN", "OUTBOX_RELAY_KEEP_TMP", "OUTBOX_RELAY_PG_BINDIR",
+                "OUTBOX_RELAY_SQL_MATRIX_BIN",
                 "OUTBOX_RELAY_SOAK", "OUTBOX_RELAY_FAULT_SEED")
 
 
@@ -103,17 +104,17 @@ class RelayProcess:
         return self._peak_kb
 
     def wait_ready(self, pg, slot, timeout=30):
-        """Wait until the relay's slot is active (it is streaming).
-        Raises RuntimeError with the log if the relay exits first."""
+        """Wait until the relay streams from its slot (not merely holds it, as
+        while --create-slot creates it).
+        Raises RuntimeError with the log if the relay exits first, WaitTimeout
+        with the log after timeout seconds."""
         def ready():
             if self.proc.poll() is not None:
                 raise RuntimeError("relay exited with %s before its slot %r became active\n%s"
                                    % (self.proc.returncode, slot, self.log))
-            return pg.slot_active(slot)
-        try:
-            procs.wait_until(ready, timeout, interval=0.05, what="slot %r active" % slot)
-        except TimeoutError as e:
-            raise TimeoutError("%s; relay log:\n%s" % (e, self.log))
+            return pg.slot_streaming(slot)
+        procs.wait_until(ready, timeout, interval=0.05,
+                         what=lambda: "slot %r active; relay log:\n%s" % (slot, self.log))
         return self
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
@@ -183,3 +184,41 @@ class RelayProcess:
 
 class RelayStopTimeout(Exception):
     pass
+
+
+ERROR_PREFIX = "outbox-relay: error: "
+
+
+def error_lines(text):
+    """The relay's error lines ('outbox-relay: error: ...'), prefix removed."""
+    return [line[len(ERROR_PREFIX):] for line in text.splitlines()
+            if line.startswith(ERROR_PREFIX)]
+
+
+def the_error(text):
+    """The one error line of a run; fails the test if there is none or several."""
+    lines = error_lines(text)
+    assert len(lines) == 1, "expected exactly one error line, got %d:\n%s" % (len(lines), text)
+    return lines[0]
+
+
+def log_lines(text, needle):
+    """The lines of text that contain needle."""
+    return [line for line in text.splitlines() if needle in line]
+
+
+def write_file(path, text, mode=0o600):
+    """Write text to path with mode (settings files hold secrets); returns str(path)."""
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return str(path)
+
+
+def read_file(path):
+    """The text of path, or "" if it does not exist (yet)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

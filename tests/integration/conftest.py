@@ -184,3 +184,10 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("metrics")
         for line in _metrics:
             terminalreporter.write_line("METRIC " + line)
+
+
+def pytest_report_header(config):
+    """Which PostgreSQL the suite runs on (OUTBOX_RELAY_PG_BINDIR picks another)."""
+    return "postgresql: %s at %s, %s output_plugin_libraries" % (
+        harness.server_version(), harness.pg.PG_BINDIR,
+        "with" if harness.restricts_output_plugins() else "without")

@@ -1,55 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Configuration from a file and the environment, SIGHUP and the log formats:
-the relay runs with nothing but -c FILE on its command line, reloads its log
-level and reopens its log file on SIGHUP, and writes JSON lines that parse."""
+"""Configuration from a file and the environment: the relay runs with
+nothing but -c FILE on its command line, the environment overrides the
+file, *_FILE variables hold secrets, errors name the file and line, and
+without -d libpq's PG* variables say where the database is. Reloads:
+test_config_reload.py; logs: test_config_log.py."""
 
-import json
 import os
-import re
 import signal
 
-from harness import EXIT_OK, EXIT_USAGE, run_relay, wait_until
-from harness.relay import RelayProcess
-from helpers import has_ids, insert_rows, read_file, write_file
-
-RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-
-def relay_env(**extra):
-    """The test's environment without OUTBOX_RELAY_* settings, plus extra."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_RELAY_")}
-    env.update(extra)
-    return env
-
-
-def base_config(case, **extra):
-    """A configuration file's text for this test's database, slot and topics."""
-    lines = ["# written by test_config_file.py",
-             "slot = %s" % case.slot,
-             "create-slot = true",
-             "topic = %s.${kind}" % case.prefix,
-             "status-interval = 1",
-             "kafka.linger.ms = 5"]
-    lines += ["%s = %s" % (k.replace("_", "-"), v) for k, v in extra.items()]
-    return "\n".join(lines) + "\n"
-
-
-def start(case, args, log_name, env):
-    relay = RelayProcess(args, os.path.join(case.env.base_dir, log_name), env=env)
-    case.relays.append(relay)
-    relay.start()
-    relay.wait_ready(case.pg, case.slot)
-    return relay
-
-
-def insert(case, work_id):
-    conn = case.connect(autocommit=False)
-    try:
-        insert_rows(conn, [{"work_id": work_id, "kind": "cfg", "payload": {"id": work_id}}])
-    finally:
-        conn.close()
-
+from config_helpers import base_config, insert, relay_env, start
+from harness import EXIT_ENV, EXIT_OK, EXIT_USAGE, has_ids, run_relay, write_file
 
 def test_file_and_environment_with_no_secret_on_the_command_line(case, tmp_path):
     """Settings from the file, overridden by the environment (the file names a
@@ -100,75 +60,13 @@ def test_file_errors_name_file_and_line(case, tmp_path):
     assert case.slot_info() is None
 
 
-def test_sighup_reloads_log_level_and_reopens_the_log(case, tmp_path):
-    log = tmp_path / "relay.log"
-    conf_path = tmp_path / "relay.conf"
-    env = relay_env(OUTBOX_RELAY_DBNAME=case.dsn, OUTBOX_RELAY_BROKERS=case.kafka.bootstrap)
-    conf = write_file(conf_path, base_config(case, log_file=log, log_level="info"))
-    reader = case.reader([case.topic("cfg")])
-    relay = start(case, ["-c", conf], "relay-hup.log", env)
-
-    def logged(pattern, path=log):
-        return lambda: re.search(pattern, read_file(path), re.M)
-
-    insert(case, "hup-1")
-    assert reader.read_until(has_ids(["hup-1"]), 30), read_file(log)
-    assert re.search(r"^\S+Z outbox-relay: info: streaming from slot", read_file(log), re.M), read_file(log)
-    assert "debug:" not in read_file(log), read_file(log)
-
-    # log level: debug lines after SIGHUP; a slot change is refused until restart
-    write_file(conf_path, base_config(case, log_file=log, log_level="debug").replace(
-        "slot = %s" % case.slot, "slot = other_slot"))
-    os.kill(relay.pid, signal.SIGHUP)
-    wait_until(logged(r"reloaded log-level: debug \(was info\)"), 30, what="log-level reloaded")
-    wait_until(logged(r'warning: setting "slot" changed: it takes effect only after a restart'),
-               30, what="slot change refused")
-    insert(case, "hup-2")
-    assert reader.read_until(has_ids(["hup-2"]), 30), read_file(log)
-    wait_until(logged(r'debug: published work ID "hup-2"'), 30, what="debug line of hup-2")
-    assert case.slot_info()["active"], "the relay left its slot"
-
-    # log rotation: the file is moved away, SIGHUP opens a new one at the path
-    rotated = tmp_path / "relay.log.1"
-    os.rename(log, rotated)
-    os.kill(relay.pid, signal.SIGHUP)
-    wait_until(logged("SIGHUP: reloading the configuration"), 30, what="a new log file")
-    insert(case, "hup-3")
-    assert reader.read_until(has_ids(["hup-3"]), 30), read_file(log)
-    wait_until(logged(r'debug: published work ID "hup-3"'), 30, what="hup-3 in the new log")
-    assert "hup-3" not in read_file(rotated), "the moved file still gets lines"
-    assert "hup-2" in read_file(rotated)
-
-    assert relay.stop(signal.SIGTERM) == EXIT_OK, read_file(log)
-    assert "outbox-relay: info: stopped:" in read_file(log), read_file(log)
-
-
-def test_json_log_lines(case, tmp_path):
-    """Every line of --log-format=json parses as a JSON object with ts, level
-    and msg, even with a work ID holding quotes, a backslash, a tab and
-    non-ASCII text."""
-    env = relay_env(OUTBOX_RELAY_LOG_FORMAT="json", OUTBOX_RELAY_DBNAME=case.dsn)
-    reader = case.reader([case.topic("cfg")])
-    relay = start(case, ["-b", case.kafka.bootstrap, "-S", case.slot, "--create-slot",
-                         "--topic", case.prefix + ".${kind}", "-s", "1", "-v"],
-                  "relay-json.log", env)
-    odd = 'json-"quoted"\\back\tslash-\u00e9\u20ac'
-    insert(case, odd)
-    assert reader.read_until(has_ids([odd]), 30), relay.log
-    wait_until(lambda: "published work ID" in relay.log, 30, what="the row's debug line")
-    assert relay.stop(signal.SIGTERM) == EXIT_OK, relay.log
-
-    objects = []
-    for line in relay.log.splitlines():
-        if line.startswith("=== "):  # the harness's own header line
-            continue
-        obj = json.loads(line)
-        assert set(obj) == {"ts", "level", "msg"}, line
-        assert RFC3339_MS.match(obj["ts"]), line
-        assert obj["level"] in ("debug", "info", "warning", "error"), line
-        objects.append(obj)
-    levels = {o["level"] for o in objects}
-    assert {"debug", "info"} <= levels, levels
-    msgs = [o["msg"] for o in objects]
-    assert 'published work ID "%s" to topic "%s"' % (odd, case.topic("cfg")) in "\n".join(msgs), msgs
-    assert any(m.startswith("stopped:") for m in msgs), msgs
+def test_conninfo_from_pg_environment(case):
+    """Without -d, libpq's PG* variables say where the database is (the
+    relay's help promises it); proven by reaching the slot check."""
+    args = case.relay_args(create_slot=False)
+    del args[0:2]
+    env = dict(os.environ, PGHOST=case.pg.host, PGPORT=str(case.pg.port), PGUSER=case.pg.user,
+               PGDATABASE=case.dbname)
+    rc, out = run_relay(args, timeout=30, env=env)
+    assert rc == EXIT_ENV, out
+    assert "--create-slot" in out, out

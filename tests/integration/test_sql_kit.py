@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The SQL kit in sql/: outbox_enqueue() (idempotent for the same message,
 SQLSTATE WK001 for a work ID reused with a different one, also against a
-concurrent transaction), the two cleanup choices of sql/outbox.sql (insert
-and delete in one transaction is still published; the documented DELETE
-keeps rows the slot has not confirmed), the least-privilege role of
+concurrent transaction and against a row that row-level security hides),
+the two cleanup choices of sql/outbox.sql (insert and delete in one
+transaction is still published; the documented DELETE keeps rows the slot
+has not confirmed), the least-privilege role of
 sql/role.sql running the relay end to end with a password from a password
 file, and each query of sql/monitoring.sql against a slot the relay holds.
 
@@ -20,8 +21,8 @@ import harness
 import psycopg2
 import psycopg2.sql
 import pytest
-from harness import EXIT_OK, EXIT_RUNTIME, parse_lsn, procs, run_relay, wait_until
-from helpers import by_id, has_ids, insert_rows, wait_confirmed
+from harness import (EXIT_OK, EXIT_RUNTIME, by_id, has_ids, insert_rows, parse_lsn, procs,
+                     run_relay, wait_confirmed, wait_until)
 
 SQL_DIR = os.path.join(harness.TOP, "sql")
 OUTBOX_SQL = os.path.join(SQL_DIR, "outbox.sql")
@@ -163,6 +164,42 @@ def test_enqueue_waits_for_a_concurrent_one(case, first_outcome):
     else:
         assert result == {"value": True}, result
         assert payload == '{"total": "31.00"}'
+
+
+def test_enqueue_with_an_invisible_conflicting_row_fails_instead_of_looping(case):
+    """Row-level security on a multi-tenant outbox (a policy by entity_id):
+    the row outbox_enqueue() conflicts with is there but cannot be seen. The
+    INSERT ... ON CONFLICT DO NOTHING conflicts with the other tenant's row,
+    the SELECT that should compare with it finds nothing, and retrying cannot
+    change that: the call must fail with an error, not loop inside the
+    business transaction until a statement_timeout (if any) ends it."""
+    app = "app_" + case.name[-40:]
+    case.pg.query('CREATE ROLE "%s"' % app)
+    try:
+        case.query('GRANT INSERT, SELECT ON outbox TO "%s"' % app)
+        case.query("ALTER TABLE outbox ENABLE ROW LEVEL SECURITY")
+        case.query("CREATE POLICY tenant ON outbox USING "
+                   "(entity_id = current_setting('app.tenant', true))")
+        conn = case.connect(autocommit=False)
+        cur = conn.cursor()
+        cur.execute('SET SESSION AUTHORIZATION "%s"' % app)
+        cur.execute("SET app.tenant = 'a'")
+        cur.execute("SELECT outbox_enqueue('w-1', 'k', %s, 'a')", (ORDER,))
+        assert cur.fetchone()[0] is True
+        conn.commit()
+
+        cur.execute("SET app.tenant = 'b'")
+        cur.execute("SET statement_timeout = '20s'")
+        with pytest.raises(psycopg2.Error) as e:
+            cur.execute("SELECT outbox_enqueue('w-1', 'k', %s, 'b')", (ORDER,))
+        conn.rollback()
+        assert e.value.pgcode != "57014", "outbox_enqueue() looped until statement_timeout"
+        assert e.value.pgcode == "WK001", (e.value.pgcode, e.value.pgerror)
+        assert 'work ID "w-1" is already in the outbox' in e.value.pgerror, e.value.pgerror
+        conn.close()
+    finally:
+        case.query('DROP OWNED BY "%s"' % app)
+        case.pg.query('DROP ROLE "%s"' % app)
 
 
 def test_insert_and_delete_in_one_transaction_is_published(case):
@@ -441,3 +478,54 @@ def test_role_runs_the_relay_with_a_password_file(case, tmp_path):
                 r.kill()
         case.query(psycopg2.sql.SQL("DROP OWNED BY {}").format(psycopg2.sql.Identifier(role)))
         pg.query(psycopg2.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg2.sql.Identifier(role)))
+
+
+SERVER_SQL = os.path.join(SQL_DIR, "server.sql")
+
+
+def test_server_sql_prepares_a_stock_server_on_either_minor(case):
+    """sql/server.sql (which docker/postgres.Dockerfile runs at init) on a
+    server with stock settings: wal_level is set for the next restart, and
+    wal2json is added to output_plugin_libraries where the server has that
+    setting (15.19 and later minors), keeping the default names; an older
+    server, which has no such setting, is left alone. After the restart a
+    wal2json slot can be created, and a second run changes nothing."""
+    restricted = harness.restricts_output_plugins()
+    stock = {"wal_level": "replica", "output_plugin_libraries": None}
+    with harness.Environment(kafka=False, pg_settings=stock) as other:
+        assert other.pg.scalar("SELECT count(*) FROM pg_settings "
+                               "WHERE name = 'output_plugin_libraries'") == int(restricted)
+        out = other.pg.psql(file=SERVER_SQL)
+        assert "RESTART THE SERVER" in out, out
+        if restricted:
+            assert "output_plugin_libraries: set to 'pgoutput', 'test_decoding', 'wal2json'" \
+                in out, out
+            assert other.pg.scalar("SHOW output_plugin_libraries") == \
+                "pgoutput, test_decoding, wal2json"
+        else:
+            assert "has no such setting" in out, out
+        other.pg.restart()
+        assert other.pg.scalar("SHOW wal_level") == "logical"
+        other.pg.query("SELECT pg_create_logical_replication_slot('kit_probe', 'wal2json')")
+        other.pg.query("SELECT pg_create_logical_replication_slot('kit_probe2', 'test_decoding')")
+        again = other.pg.psql(file=SERVER_SQL)
+        assert "ALTER SYSTEM" not in again and "RESTART" not in again, again
+        assert "wal_level: logical" in again, again
+
+
+def test_server_sql_keeps_names_already_listed(case):
+    """Where output_plugin_libraries exists and lists other plugins (quoted
+    names too), wal2json is added after them; on an older server the setting
+    cannot be given at all, so the test asserts the script leaves it out."""
+    if not harness.restricts_output_plugins():
+        with harness.Environment(kafka=False, pg_settings={"output_plugin_libraries": None}) as other:
+            out = other.pg.psql(file=SERVER_SQL)
+            assert "has no such setting" in out, out
+            assert other.pg.scalar("SELECT count(*) FROM pg_file_settings "
+                                   "WHERE name = 'output_plugin_libraries'") == 0
+        return
+    settings = {"output_plugin_libraries": "'pgoutput, \"my plugin\"'"}
+    with harness.Environment(kafka=False, pg_settings=settings) as other:
+        out = other.pg.psql(file=SERVER_SQL)
+        assert other.pg.scalar("SHOW output_plugin_libraries") == \
+            'pgoutput, "my plugin", wal2json', out

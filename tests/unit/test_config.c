@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "unit_check.h"
 #include "config.h"
 
 static int parse(struct relay_config *c, char *err, int argc, char **argv)
@@ -526,6 +526,213 @@ static void test_reload(void)
         config_free(&c);
 }
 
+/* --column-header: COLUMN[=HEADER], repeatable, as a list from a variable; reserved names refused. */
+static void test_column_headers(void)
+{
+        struct relay_config c;
+        char err[512], arg[300];
+        char *f = write_file(7, "column-header = from_file\n", 0600);
+
+        clear_env();
+        CHECK_INT(PARSE(&c, err, "--column-header", "traceparent", "--column-header",
+                        "tenant_id=x-tenant"), 0);
+        CHECK_INT(c.ncolumn_headers, 2);
+        CHECK_STR(c.column_headers[0].column, "traceparent");
+        CHECK_STR(c.column_headers[0].header, "traceparent");
+        CHECK_STR(c.column_headers[1].column, "tenant_id");
+        CHECK_STR(c.column_headers[1].header, "x-tenant");
+        CHECK(c.preset == NULL);
+        config_free(&c);
+        /* "=" after the first belongs to the header name. */
+        CHECK_INT(PARSE(&c, err, "--column-header", "a=b=c"), 0);
+        CHECK_STR(c.column_headers[0].column, "a");
+        CHECK_STR(c.column_headers[0].header, "b=c");
+        config_free(&c);
+
+        /* A stronger source's list replaces the weaker one's, as for tables. */
+        setenv("OUTBOX_RELAY_COLUMN_HEADER", " tp=traceparent , tenant ", 1);
+        CHECK_INT(PARSE(&c, err, "-c", f), 0);
+        CHECK_INT(c.ncolumn_headers, 2);
+        CHECK_STR(c.column_headers[0].header, "traceparent");
+        CHECK_STR(c.column_headers[1].column, "tenant");
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "-c", f, "--column-header", "cli"), 0);
+        CHECK_INT(c.ncolumn_headers, 1);
+        CHECK_STR(c.column_headers[0].column, "cli");
+        config_free(&c);
+        clear_env();
+        CHECK_INT(PARSE(&c, err, "-c", f), 0);
+        CHECK_INT(c.ncolumn_headers, 1);
+        CHECK_STR(c.column_headers[0].column, "from_file");
+        config_free(&c);
+
+        /* Refused: the relay's own names in any case, empty parts, duplicates, bounds. */
+        for (const char *const *a = (const char *const[]){"ce_id", "c=CE_TIME", "c=ce_",
+                                                            "c=Content-Type",
+                                                            "c=outbox_relay_topic", NULL}; *a; a++) {
+                CHECK_INT(PARSE(&c, err, "--column-header", (char *)*a), -EINVAL);
+                CHECK(strstr(err, "is reserved for the relay's own headers") != NULL);
+                CHECK(strstr(err, "invalid --column-header") != NULL);
+        }
+        CHECK_INT(PARSE(&c, err, "--column-header", "=h"), -EINVAL);
+        CHECK(strstr(err, "expected COLUMN or COLUMN=HEADER") != NULL);
+        CHECK_INT(PARSE(&c, err, "--column-header", "c="), -EINVAL);
+        CHECK_INT(PARSE(&c, err, "--column-header", "a=h", "--column-header", "b=h"), -EINVAL);
+        CHECK(strstr(err, "header \"h\" is already published from column \"a\"") != NULL);
+        snprintf(arg, sizeof(arg), "c=%0256d", 0);
+        CHECK_INT(PARSE(&c, err, "--column-header", arg), -EINVAL);
+        CHECK(strstr(err, "1 to 255 bytes, not 256") != NULL);
+        arg[strlen(arg) - 1] = '\0';
+        CHECK_INT(PARSE(&c, err, "--column-header", arg), 0);
+        config_free(&c);
+        setenv("OUTBOX_RELAY_COLUMN_HEADER", "c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16", 1);
+        CHECK_INT(PARSE(&c, err, "-S", "s"), 0);
+        CHECK_INT(c.ncolumn_headers, 16);
+        config_free(&c);
+        setenv("OUTBOX_RELAY_COLUMN_HEADER",
+               "c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17", 1);
+        CHECK_INT(PARSE(&c, err, "-S", "s"), -EINVAL);
+        CHECK(strstr(err, "OUTBOX_RELAY_COLUMN_HEADER \"c17\": at most 16 columns") != NULL);
+        clear_env();
+        write_file(7, "column-header = x=Ce_Id\n", 0600);
+        CHECK_INT(PARSE(&c, err, "-c", f), -EINVAL);
+        CHECK(strstr(err, "7.conf:1: invalid column-header \"x=Ce_Id\"") != NULL);
+}
+
+/* --preset=debezium sets the router's defaults where no source set a value. */
+static void test_preset(void)
+{
+        struct relay_config c;
+        char err[512];
+        char *f = write_file(7, "preset = debezium\ntopic = file.${aggregatetype}\n", 0600);
+
+        clear_env();
+        CHECK_INT(PARSE(&c, err, "--preset", "debezium"), 0);
+        CHECK_STR(c.preset, "debezium");
+        CHECK_STR(c.topic_template, "outbox.event.${aggregatetype}");
+        CHECK_STR(c.id_column, "id");
+        CHECK_STR(c.key_column, "aggregateid");
+        CHECK_STR(c.payload_column, "payload");
+        CHECK_STR(c.type_column, "type");
+        CHECK(c.null_tombstone);
+        CHECK(c.no_headers_column);
+        CHECK_INT(c.ncolumn_headers, 1);
+        CHECK_STR(c.column_headers[0].column, "id");
+        CHECK_STR(c.column_headers[0].header, "id");
+        /* What the preset does not set keeps its default. */
+        CHECK_STR(c.tables[0].table, "outbox");
+        CHECK_STR(c.slot, "outbox_relay");
+        CHECK(!c.dead_letter);
+        config_free(&c);
+
+        /* Explicit options win, from every source; the preset may come from any of them. */
+        setenv("OUTBOX_RELAY_KEY_COLUMN", "entity", 1);
+        setenv("OUTBOX_RELAY_NULL_PAYLOAD", "error", 1);
+        CHECK_INT(PARSE(&c, err, "-c", f, "--id-column", "event_id", "--headers-column", "meta",
+                        "--column-header", "traceparent"), 0);
+        CHECK_STR(c.topic_template, "file.${aggregatetype}");
+        CHECK_STR(c.id_column, "event_id");
+        CHECK_STR(c.key_column, "entity");      /* not the ID column: the preset's rule is gone */
+        CHECK_STR(c.payload_column, "payload");
+        CHECK_STR(c.type_column, "type");
+        CHECK(!c.null_tombstone);
+        CHECK(!c.no_headers_column);            /* --headers-column keeps the column */
+        CHECK_STR(c.headers_column, "meta");
+        /* Given column headers come after the preset's "id". */
+        CHECK_INT(c.ncolumn_headers, 2);
+        CHECK_STR(c.column_headers[0].header, "id");
+        CHECK_STR(c.column_headers[0].column, "id");
+        CHECK_STR(c.column_headers[1].header, "traceparent");
+        config_free(&c);
+        clear_env();
+        /* The preset's key column stays when only the ID column is given. */
+        CHECK_INT(PARSE(&c, err, "--preset", "debezium", "--id-column", "event_id"), 0);
+        CHECK_STR(c.key_column, "aggregateid");
+        CHECK_STR(c.column_headers[0].column, "id");  /* the router's header column: still "id" */
+        config_free(&c);
+        /* A given header named "id" replaces the preset's; --no-headers-column=false wins too. */
+        setenv("OUTBOX_RELAY_PRESET", "debezium", 1);
+        setenv("OUTBOX_RELAY_NO_HEADERS_COLUMN", "false", 1);
+        CHECK_INT(PARSE(&c, err, "--column-header", "event_id=id"), 0);
+        CHECK_INT(c.ncolumn_headers, 1);
+        CHECK_STR(c.column_headers[0].column, "event_id");
+        CHECK(!c.no_headers_column);
+        CHECK_STR(c.headers_column, "headers");
+        config_free(&c);
+        clear_env();
+        CHECK_INT(PARSE(&c, err, "--preset", "debezium", "--column-header", "a=b", "--column-header",
+                        "c=d", "--column-header", "e=id"), 0);
+        CHECK_INT(c.ncolumn_headers, 3);
+        CHECK_STR(c.column_headers[2].column, "e");
+        config_free(&c);
+        /* Sixteen given column headers leave no room for the preset's: refused, not dropped. */
+        setenv("OUTBOX_RELAY_COLUMN_HEADER", "c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16", 1);
+        CHECK_INT(PARSE(&c, err, "--preset", "debezium"), -EINVAL);
+        CHECK(strstr(err, "invalid --column-header (of --preset=debezium) \"id\": at most 16 "
+                      "columns") != NULL);
+        clear_env();
+
+        /* A reload reports changed column headers and preset, and applies neither. */
+        {
+                struct relay_config next;
+                struct changes ch = {0};
+
+                CHECK_INT(PARSE(&c, err, "--column-header", "a"), 0);
+                CHECK_INT(PARSE(&next, err, "--column-header", "a=b"), 0);
+                CHECK_INT(config_reload(&c, &next, on_change, &ch), 0);
+                CHECK_INT(ch.ignored, 1);
+                CHECK_STR(ch.last, "column-header");
+                CHECK_STR(c.column_headers[0].header, "a");
+                CHECK_INT(PARSE(&next, err, "--column-header", "a", "--preset", "debezium"), 0);
+                CHECK_INT(config_reload(&c, &next, on_change, &ch), 0);
+                CHECK(ch.ignored > 1);
+                CHECK(c.preset == NULL);
+                config_free(&c);
+        }
+
+        CHECK_INT(PARSE(&c, err, "--preset", "debezium1"), -EINVAL);
+        CHECK(strstr(err, "invalid --preset \"debezium1\": expected debezium") != NULL);
+}
+
+static void test_message_prefix(void)
+{
+        struct relay_config c;
+        char err[512], p129[130];
+
+        CHECK_INT(PARSE(&c, err, "-d", "x"), 0);
+        CHECK(c.message_prefix == NULL);  /* off unless given */
+        config_free(&c);
+        CHECK_INT(PARSE(&c, err, "--message-prefix", "com.shop:orders/v1_x-y"), 0);
+        CHECK_STR(c.message_prefix, "com.shop:orders/v1_x-y");
+        config_free(&c);
+        /* what wal2json's add-msg-prefixes cannot name, and what needs quoting */
+        CHECK_INT(PARSE(&c, err, "--message-prefix", "a b"), -EINVAL);
+        CHECK(strstr(err, "invalid --message-prefix \"a b\"") != NULL);
+        CHECK(strstr(err, "add-msg-prefixes") != NULL);
+        CHECK_INT(PARSE(&c, err, "--message-prefix", "a,b"), -EINVAL);
+        CHECK_INT(PARSE(&c, err, "--message-prefix", "a\\b"), -EINVAL);
+        CHECK_INT(PARSE(&c, err, "--message-prefix", "caf\xc3\xa9"), -EINVAL);
+        CHECK_INT(PARSE(&c, err, "--message-prefix="), -EINVAL);
+        CHECK(strstr(err, "non-empty") != NULL);
+        memset(p129, 'p', 129);
+        p129[129] = '\0';
+        CHECK(!config_valid_message_prefix(p129));
+        p129[128] = '\0';
+        CHECK(config_valid_message_prefix(p129));
+        CHECK(!config_valid_message_prefix(""));
+        CHECK(!config_valid_message_prefix("tab\there"));
+        /* the file and the environment check it too, naming where it came from */
+        check_file_error("message-prefix = out box\n", "1: ", "add-msg-prefixes");
+        setenv("OUTBOX_RELAY_MESSAGE_PREFIX", "x,y", 1);
+        CHECK_INT(PARSE(&c, err, "-d", "x"), -EINVAL);
+        CHECK(strstr(err, "OUTBOX_RELAY_MESSAGE_PREFIX") != NULL);
+        setenv("OUTBOX_RELAY_MESSAGE_PREFIX", "from_env", 1);
+        CHECK_INT(PARSE(&c, err, "-d", "x"), 0);
+        CHECK_STR(c.message_prefix, "from_env");
+        config_free(&c);
+        unsetenv("OUTBOX_RELAY_MESSAGE_PREFIX");
+}
+
 int main(void)
 {
         if (!mkdtemp(tmpdir)) {
@@ -547,6 +754,9 @@ int main(void)
         test_table_names();
         test_help();
         test_explicit_zero();
+        test_column_headers();
+        test_preset();
+        test_message_prefix();
         for (int i = 0; i < 8; i++) {
                 char path[64];
 

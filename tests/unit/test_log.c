@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "unit_check.h"
 #include "log.h"
 
 static char path[] = "/tmp/test_log.XXXXXX";

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "check.h"
+#include "unit_check.h"
 #include "metrics.h"
 
 /* Past the cap, new labels fold into "_other"; known ones keep counting. */
@@ -84,7 +84,18 @@ static void test_format(void)
         CHECK(strstr(buf, "outbox_relay_commit_to_ack_seconds_bucket{slot=\"s1\",le=\"0.25\"} 2\n"));
         CHECK(strstr(buf, "outbox_relay_commit_to_ack_seconds_bucket{slot=\"s1\",le=\"+Inf\"} 2\n"));
         CHECK(strstr(buf, "outbox_relay_commit_to_ack_seconds_count{slot=\"s1\"} 2\n"));
+        CHECK(strstr(buf, "outbox_relay_role{slot=\"s1\",role=\"active\"} 1\n"));
+        CHECK(strstr(buf, "outbox_relay_role{slot=\"s1\",role=\"standby\"} 0\n"));
         CHECK_INT(metrics_format(&s, "s1", small, sizeof(small)), -ENOSPC);
+        /* A warm standby says so, so that alerts on readiness can leave it alone. */
+        s.standby = true;
+        s.c.standby_checks = 5;
+        CHECK(metrics_format(&s, "s1", buf, sizeof(buf)) > 0);
+        CHECK(strstr(buf, "outbox_relay_role{slot=\"s1\",role=\"active\"} 0\n"));
+        CHECK(strstr(buf, "outbox_relay_role{slot=\"s1\",role=\"standby\"} 1\n"));
+        CHECK(strstr(buf, "outbox_relay_standby_checks_total{slot=\"s1\"} 5\n"));
+        CHECK(strstr(buf, "outbox_relay_reconnects_total{slot=\"s1\"} 0\n"));
+        s.standby = false;
 
         /* Label values are escaped as the exposition format requires. */
         metrics_labels_free(topics);
@@ -103,6 +114,10 @@ static void test_ready(void)
                                      .since_progress_ms = 5000, .ready_timeout_ms = 60000};
         char why[256];
 
+        /* The broker state is not known yet: not ready until it is. */
+        CHECK(!metrics_ready(&s, why, sizeof(why)));
+        CHECK(strstr(why, "not known") != NULL);
+        s.brokers_up = 1;
         CHECK(metrics_ready(&s, why, sizeof(why)));
         s.brokers_up = 0;
         CHECK(!metrics_ready(&s, why, sizeof(why)));

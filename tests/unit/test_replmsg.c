@@ -2,7 +2,7 @@
 /* Unit tests of the streaming replication message encoding (replmsg.c). */
 #include <errno.h>
 
-#include "check.h"
+#include "unit_check.h"
 #include "replmsg.h"
 
 static void test_xlogdata(void)

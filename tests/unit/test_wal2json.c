@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "unit_check.h"
 #include "lsn.h"
 #include "wal2json.h"
 
@@ -206,6 +206,108 @@ static void test_invalid(void)
         w2j_decoder_free(d);
 }
 
+/* Logical messages, captured by tests/unit/capture_messages.py from PostgreSQL 15 and wal2json 2.5. */
+static void test_messages(void)
+{
+        struct w2j_decoder *d = w2j_decoder_new();
+        struct w2j_record r;
+        char a[LSN_STRLEN];
+        int messages = 0, i = 0;
+
+        load("wal2json-v2-messages.jsonl");
+        CHECK_INT(nlines, 21);
+        for (int k = 0; k < nlines; k++) {
+                CHECK_INT(decode_line(d, lines[k], &r), 0);
+                messages += r.action == W2J_MESSAGE;
+                if (r.action != W2J_MESSAGE) {
+                        CHECK(r.prefix == NULL && r.content == NULL && !r.transactional);
+                        continue;
+                }
+                CHECK(r.prefix != NULL && r.content != NULL);
+                CHECK(!r.suspect);
+                CHECK(r.schema == NULL && r.table == NULL && r.ncolumns == 0);
+        }
+        CHECK_INT(messages, 7);
+
+        /* outbox_emit() alone in its transaction: B, M, C; the message at the commit's LSN */
+        CHECK_INT(decode_line(d, lines[i + 1], &r), 0);
+        CHECK_INT(r.action, W2J_MESSAGE);
+        CHECK(r.transactional);
+        CHECK_INT(r.xid, 735);
+        CHECK_STR(lsn_format(r.lsn, a), "0/192B8C0");
+        CHECK_STR(r.timestamp, "2026-12-01 06:40:38.886151+00");
+        CHECK_STR(r.prefix, "outbox");
+        CHECK_STR(r.content, "{\"columns\": {\"kind\": \"order_received\", \"headers\": null, "
+                  "\"payload\": \"{\\\"total\\\": \\\"29.00\\\", \\\"message\\\": "
+                  "\\\"Order received; payment still pending\\\", \\\"order_id\\\": 103, "
+                  "\\\"customer_id\\\": 1}\", \"work_id\": \"order-103-ack\", \"entity_id\": null}, "
+                  "\"version\": 1}");
+        CHECK_INT(r.content_len, strlen(r.content));
+        i += 3;
+        /* a row, a message, a row in one transaction: in WAL order, between B and C */
+        CHECK_INT(decode_line(d, lines[i + 2], &r), 0);
+        CHECK_INT(r.action, W2J_MESSAGE);
+        CHECK_INT(r.xid, 736);
+        CHECK(strstr(r.content, "\"entity_id\": \"order-103\"") != NULL);
+        CHECK(strstr(r.content, "tab\\\\there \\\\\\\"q\\\\\\\" \xc3\xa9") != NULL);
+        CHECK_INT(decode_line(d, lines[i + 1], &r), 0);
+        CHECK_INT(r.action, W2J_INSERT);
+        CHECK_INT(decode_line(d, lines[i + 3], &r), 0);
+        CHECK_INT(r.action, W2J_INSERT);
+        i += 5;
+        /* non-transactional: alone, xid and timestamp null */
+        CHECK_INT(decode_line(d, lines[i], &r), 0);
+        CHECK_INT(r.action, W2J_MESSAGE);
+        CHECK(!r.transactional);
+        CHECK_INT(r.xid, 0);
+        CHECK(r.timestamp == NULL);
+        CHECK_STR(lsn_format(r.lsn, a), "0/192BC88");
+        CHECK_STR(r.prefix, "outbox");
+        i += 1;
+        /* bytea content that is not UTF-8 arrives raw, and decodes */
+        CHECK_INT(decode_line(d, lines[i + 1], &r), 0);
+        CHECK_STR(r.content, "{\"a\":1}\xff");
+        CHECK_INT(r.content_len, 8);
+        CHECK(!r.suspect);
+        i += 3;
+        /* bytea content with a NUL: wal2json cut it there, and the line does not tell */
+        CHECK_INT(decode_line(d, lines[i + 1], &r), 0);
+        CHECK_STR(r.content, "{}");
+        i += 3;
+        /* control characters arrive escaped, and are unescaped */
+        CHECK_INT(decode_line(d, lines[i + 1], &r), 0);
+        CHECK_STR(r.content, "ctl\x01 nl\n end");
+        CHECK(!r.suspect);
+        i += 3;
+        /* another application's prefix */
+        CHECK_INT(decode_line(d, lines[i + 1], &r), 0);
+        CHECK_STR(r.prefix, "other-app");
+        CHECK_STR(r.content, "hello");
+        CHECK(r.transactional);
+        i += 3;
+        CHECK_INT(i, nlines);  /* the rolled-back transaction left nothing */
+
+        /* a NUL or raw control character that wal2json never writes: decoded, marked suspect */
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"xid\":7,\"lsn\":\"0/1\",\"transactional\":true,"
+                              "\"prefix\":\"outbox\",\"content\":\"{}\\u0000{\"}", &r), 0);
+        CHECK(r.suspect);
+        CHECK_INT(r.content_len, 2);
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"xid\":7,\"lsn\":\"0/1\",\"transactional\":true,"
+                              "\"prefix\":\"outbox\",\"content\":\"a\x01\"}", &r), 0);
+        CHECK(r.suspect);
+        /* fields of the wrong type */
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"transactional\":\"true\",\"prefix\":\"p\","
+                              "\"content\":\"c\"}", &r), -EBADMSG);
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"transactional\":true,\"prefix\":1,"
+                              "\"content\":\"c\"}", &r), -EBADMSG);
+        CHECK_INT(decode_line(d, "{\"action\":\"M\",\"transactional\":true,\"prefix\":\"p\","
+                              "\"content\":null}", &r), -EBADMSG);
+        /* fields missing: decoded, for the caller to judge */
+        CHECK_INT(decode_line(d, "{\"action\":\"M\"}", &r), 0);
+        CHECK(!r.transactional && r.prefix == NULL && r.content == NULL && r.content_len == 0);
+        w2j_decoder_free(d);
+}
+
 static void test_timestamp(void)
 {
         int64_t us = 0;
@@ -250,6 +352,7 @@ int main(void)
         test_captured();
         test_types();
         test_invalid();
+        test_messages();
         test_timestamp();
         test_escape_table_name();
         return check_summary();

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Checkpoint records: their JSON value and reading the newest of a key. See
+ * checkpoint.h. Knows librdkafka and cJSON, nothing of PostgreSQL.
+ */
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lsn.h"
+#include "producer.h"
+
+#define WINDOW_FIRST 256   /* records read from the end first; the window doubles each time */
+
+void checkpoint_digest(const char *text, char buf[17])
+{
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+        for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+                h ^= *p;
+                h *= UINT64_C(0x100000001b3);
+        }
+        snprintf(buf, 17, "%016" PRIx64, h);
+}
+
+int checkpoint_key(const char *system_id, const char *dbname, const char *slot, char *buf, size_t size)
+{
+        int n = snprintf(buf, size, "%s/%s/%s", system_id, dbname, slot);
+
+        return n < 0 || (size_t)n >= size ? -ENOSPC : n;
+}
+
+int checkpoint_format(const struct checkpoint *c, char *buf, size_t size)
+{
+        cJSON *o = cJSON_CreateObject();
+        char a[LSN_STRLEN], b[LSN_STRLEN], num[32], *text;
+        int n;
+
+        if (!o)
+                return -ENOMEM;
+        cJSON_AddNumberToObject(o, "version", 1);
+        cJSON_AddStringToObject(o, "lsn", lsn_format(c->lsn, a));
+        cJSON_AddStringToObject(o, "txn_end_lsn", lsn_format(c->txn_end_lsn, b));
+        /* An integer as its text: cJSON numbers are doubles. */
+        snprintf(num, sizeof(num), "%" PRIu64, c->txn_rows);
+        cJSON_AddRawToObject(o, "txn_rows", num);
+        cJSON_AddStringToObject(o, "digest", c->digest);
+        cJSON_AddStringToObject(o, "mapping", c->mapping);
+        cJSON_AddStringToObject(o, "mode", c->mode);
+        cJSON_AddStringToObject(o, "writer", c->writer);
+        cJSON_AddStringToObject(o, "time", c->time);
+        text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!text)
+                return -ENOMEM;
+        n = snprintf(buf, size, "%s", text);
+        cJSON_free(text);
+        return n < 0 || (size_t)n >= size ? -ENOSPC : n;
+}
+
+static void copy_string(const cJSON *o, const char *name, char *buf, size_t size)
+{
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+        snprintf(buf, size, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static int get_lsn(const cJSON *o, const char *name, uint64_t *ret)
+{
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+        if (!cJSON_IsString(v))
+                return -EBADMSG;
+        return lsn_parse(v->valuestring, strlen(v->valuestring), ret) < 0 ? -EBADMSG : 0;
+}
+
+int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret)
+{
+        cJSON *o = cJSON_ParseWithLength(value, len);
+        struct checkpoint c = {0};
+        const cJSON *rows;
+        int r = -EBADMSG;
+
+        if (!cJSON_IsObject(o) || get_lsn(o, "lsn", &c.lsn) < 0)
+                goto out;
+        if (get_lsn(o, "txn_end_lsn", &c.txn_end_lsn) < 0)
+                c.txn_end_lsn = LSN_INVALID;
+        rows = cJSON_GetObjectItemCaseSensitive(o, "txn_rows");
+        if (cJSON_IsNumber(rows) && rows->valuedouble >= 0)
+                c.txn_rows = (uint64_t)rows->valuedouble;
+        copy_string(o, "digest", c.digest, sizeof(c.digest));
+        copy_string(o, "mapping", c.mapping, sizeof(c.mapping));
+        copy_string(o, "mode", c.mode, sizeof(c.mode));
+        copy_string(o, "writer", c.writer, sizeof(c.writer));
+        copy_string(o, "time", c.time, sizeof(c.time));
+        *ret = c;
+        r = 0;
+out:
+        cJSON_Delete(o);
+        return r;
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int set(rd_kafka_conf_t *kc, const char *name, const char *value, char *err, size_t errlen)
+{
+        char kerr[512];
+
+        if (rd_kafka_conf_set(kc, name, value, kerr, sizeof(kerr)) != RD_KAFKA_CONF_OK) {
+                snprintf(err, errlen, "librdkafka refused %s=%s for the checkpoint reader: %s", name,
+                         value, kerr);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* librdkafka's log lines of the short-lived reader are not worth the relay's log. */
+static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+        (void)rk;
+        (void)level;
+        (void)fac;
+        (void)buf;
+}
+
+
+/*
+ * Read [@from, @to) of partition 0 with the simple (legacy) consumer, which
+ * needs no consumer group, and remember the newest record of @key in @ret.
+ * Returns 1 if one was found, 0 if not, negative on failure.
+ */
+static int read_window(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const char *topic, const char *key,
+                       int64_t from, int64_t to, int64_t deadline, struct checkpoint *ret, char *err,
+                       size_t errlen)
+{
+        size_t klen = strlen(key);
+        int found = 0;
+        int r = 0;
+
+        (void)rk;
+        if (rd_kafka_consume_start(rkt, 0, from) < 0) {
+                snprintf(err, errlen, "cannot read partition 0 of \"%s\": %s", topic,
+                         rd_kafka_err2str(rd_kafka_last_error()));
+                return -EIO;
+        }
+        for (;;) {
+                int64_t left = deadline - mono_ms();
+                rd_kafka_message_t *m;
+
+                if (left <= 0) {
+                        snprintf(err, errlen, "no end of the checkpoint topic \"%s\" in time (offsets "
+                                 "%" PRId64 " to %" PRId64 ")", topic, from, to);
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                m = rd_kafka_consume(rkt, 0, (int)(left > 200 ? 200 : left));
+                if (!m)
+                        continue;
+                if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        rd_kafka_message_destroy(m);
+                        break;
+                }
+                if (m->err) {
+                        snprintf(err, errlen, "cannot read the checkpoint topic \"%s\": %s", topic,
+                                 rd_kafka_message_errstr(m));
+                        rd_kafka_message_destroy(m);
+                        r = -EIO;
+                        break;
+                }
+                if (m->key_len == klen && memcmp(m->key, key, klen) == 0 && m->offset < to) {
+                        struct checkpoint c;
+
+                        if (!m->payload || checkpoint_parse(m->payload, m->len, &c) < 0) {
+                                snprintf(err, errlen, "the checkpoint record of \"%s\" at offset %" PRId64
+                                         " of \"%s\" is not a checkpoint: %.*s", key, m->offset, topic,
+                                         m->payload ? (int)(m->len > 200 ? 200 : m->len) : 6,
+                                         m->payload ? (const char *)m->payload : "(null)");
+                                found = -EBADMSG;
+                        } else {
+                                *ret = c;
+                                found = 1;
+                        }
+                }
+                if (m->offset >= to - 1) {
+                        rd_kafka_message_destroy(m);
+                        break;
+                }
+                rd_kafka_message_destroy(m);
+        }
+        rd_kafka_consume_stop(rkt, 0);
+        return r < 0 ? r : found;
+}
+
+int checkpoint_read(const struct checkpoint_source *src, const char *key, int timeout_ms,
+                    struct checkpoint *ret, bool *ret_found, bool *ret_no_topic, char *err,
+                    size_t errlen)
+{
+        int64_t deadline = mono_ms() + timeout_ms, lo = 0, hi = 0, to, from, window = WINDOW_FIRST;
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        rd_kafka_resp_err_t e;
+        rd_kafka_topic_t *rkt;
+        char kerr[512];
+        rd_kafka_t *rk;
+        int r;
+
+        *ret_found = false;
+        *ret_no_topic = false;
+        if (set(kc, "bootstrap.servers", src->brokers, err, errlen) < 0)
+                goto fail_conf;
+        for (size_t i = 0; i < src->nprops; i++)
+                if (!producer_only_property(src->props[2 * i]) &&
+                    set(kc, src->props[2 * i], src->props[2 * i + 1], err, errlen) < 0)
+                        goto fail_conf;
+        /* The simple consumer: no group.id, no group coordinator (nor its ACL) involved. */
+        if (set(kc, "enable.auto.commit", "false", err, errlen) < 0 ||
+            set(kc, "enable.partition.eof", "true", err, errlen) < 0 ||
+            set(kc, "isolation.level", "read_committed", err, errlen) < 0 ||
+            set(kc, "client.id", "outbox-relay-checkpoint-reader", err, errlen) < 0)
+                goto fail_conf;
+        rd_kafka_conf_set_log_cb(kc, quiet_log);
+        rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, kerr, sizeof(kerr));
+        if (!rk) {
+                snprintf(err, errlen, "cannot create the checkpoint reader: %s", kerr);
+                rd_kafka_conf_destroy(kc);
+                return -EIO;
+        }
+        e = rd_kafka_query_watermark_offsets(rk, src->topic, 0, &lo, &hi, timeout_ms);
+        if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+            e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+                *ret_no_topic = true;
+                r = 0;
+                goto out;
+        }
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                snprintf(err, errlen, "cannot read the offsets of the checkpoint topic \"%s\": %s",
+                         src->topic, rd_kafka_err2str(e));
+                r = e == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
+                goto out;
+        }
+        rkt = rd_kafka_topic_new(rk, src->topic, NULL);
+        if (!rkt) {
+                snprintf(err, errlen, "cannot read the checkpoint topic \"%s\": %s", src->topic,
+                         rd_kafka_err2str(rd_kafka_last_error()));
+                r = -EIO;
+                goto out;
+        }
+        /* Newest first: a window at the end, then ever larger ones before it. */
+        for (to = hi, r = 0; to > lo && r == 0; to = from, window *= 2) {
+                from = to - window > lo ? to - window : lo;
+                r = read_window(rk, rkt, src->topic, key, from, to, deadline, ret, err, errlen);
+        }
+        rd_kafka_topic_destroy(rkt);
+        if (r == 1) {
+                *ret_found = true;
+                r = 0;
+        }
+out:
+        /* No group: nothing to leave. */
+        rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+        return r;
+fail_conf:
+        rd_kafka_conf_destroy(kc);
+        return -EIO;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The checkpoint record: outside any one relay process, the highest LSN a
+ * relay of a slot was about to confirm, written (and acknowledged by Kafka)
+ * before the slot is confirmed past it. A slot confirmed beyond its
+ * checkpoint was moved by someone else (pg_logical_slot_get_changes,
+ * pg_replication_slot_advance, pg_recvlogical, a relay configured
+ * differently): the rows in between were never published here. The record
+ * also names the relay's table set and row mapping, so that a relay
+ * configured differently does not share the slot, and, for exactly-once,
+ * how many rows of a transaction split over several Kafka transactions are
+ * already in Kafka.
+ *
+ * Records live in a compacted Kafka topic of one partition, keyed
+ * "<system identifier>/<database>/<slot>"; the value is a JSON object:
+ *
+ *   {"version":1,"lsn":"0/1551468","txn_end_lsn":"0/0","txn_rows":0,
+ *    "digest":"8a3f...","mapping":"tables=public.outbox; id=work_id; ...",
+ *    "mode":"at-least-once","writer":"host pid 123, outbox-relay 0.2.0",
+ *    "time":"2026-12-01T05:38:29.123456Z"}
+ *
+ * This module formats and parses that value and reads the newest record of
+ * a key with its own librdkafka consumer (isolation.level read_committed);
+ * writing goes through the relay's producer. Knows librdkafka and cJSON,
+ * nothing of PostgreSQL or the relay.
+ */
+#ifndef RELAY_CHECKPOINT_H
+#define RELAY_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CHECKPOINT_MAPPING_MAX 4096   /* bytes of the mapping text, terminator included */
+#define CHECKPOINT_VALUE_MAX (CHECKPOINT_MAPPING_MAX * 2 + 1024) /* bytes of a formatted value */
+
+struct checkpoint {
+        uint64_t lsn;          /* LSN: every transaction ending at or before it is published */
+        uint64_t txn_end_lsn;  /* exactly-once: a transaction beyond @lsn partly published, or 0 */
+        uint64_t txn_rows;     /* rows of that transaction already published */
+        char digest[17];       /* checkpoint_digest() of @mapping, 16 hex digits */
+        char mapping[CHECKPOINT_MAPPING_MAX];
+        char mode[16];         /* "at-least-once" or "exactly-once" */
+        char writer[160];      /* who wrote it: host, PID, version */
+        char time[40];         /* when, RFC 3339 */
+};
+
+/* checkpoint_digest() - FNV-1a 64 of @text (identity, not security), as 16 hex digits into @buf[17]. */
+void checkpoint_digest(const char *text, char buf[17]);
+
+/*
+ * checkpoint_key() - "<system_id>/<dbname>/<slot>" into @buf (@size bytes).
+ * Returns the length, or -ENOSPC if it does not fit.
+ */
+int checkpoint_key(const char *system_id, const char *dbname, const char *slot, char *buf, size_t size);
+
+/*
+ * checkpoint_format() - @c as the JSON value above into @buf (@size bytes,
+ * CHECKPOINT_VALUE_MAX suffice). Returns the length, -ENOSPC, -ENOMEM.
+ */
+int checkpoint_format(const struct checkpoint *c, char *buf, size_t size);
+
+/*
+ * checkpoint_parse() - the JSON value of @len bytes into @ret. Unknown
+ * members are ignored (a newer writer may add some). Returns 0, or -EBADMSG
+ * for a value that is not such an object (missing or malformed "lsn").
+ */
+int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret);
+
+/* Where checkpoint records are read from. All borrowed. */
+struct checkpoint_source {
+        const char *brokers;
+        const char *const *props;   /* librdkafka name, value pairs (security settings) */
+        size_t nprops;
+        const char *topic;
+};
+
+/*
+ * checkpoint_read() - the newest record of @key in partition 0 of the
+ * source's topic, read with isolation.level=read_committed (records of an
+ * open or aborted Kafka transaction are not seen), newest offsets first in
+ * growing windows, waiting up to @timeout_ms in all. Returns 0 with
+ * *ret_found and @ret set when found; 0 with *ret_found false when the topic
+ * holds none (or does not exist: *ret_no_topic true); -ETIMEDOUT,
+ * -EBADMSG (the newest record of @key is not a checkpoint value: its text in
+ * @err), or -EIO with librdkafka's reason in @err.
+ */
+int checkpoint_read(const struct checkpoint_source *src, const char *key, int timeout_ms,
+                    struct checkpoint *ret, bool *ret_found, bool *ret_no_topic, char *err,
+                    size_t errlen);
+
+#endif

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * What happens on an ack or a nack. A delivery report is the only truth
+ * about a message: an ack releases its ticket in the LSN ledger; a nack is
+ * classified by the producer module. A cluster fault discards the producer
+ * (everything unconfirmed is sent again from the slot), a fatal one stops
+ * the relay, and a record's own fault is kept (copied) for the loop, which
+ * then resends a record that only shared a batch refused as too large,
+ * dead-letters it, or stops: a delivery report never produces. Also the
+ * topic limits learned on the way. See relay_private.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloudevents.h"
+#include "log.h"
+#include "relay_private.h"
+
+/* Record batch overhead (Kafka protocol, RecordBatch v2 header) and per-record varints, bytes. */
+#define BATCH_OVERHEAD 61
+#define RECORD_OVERHEAD 24
+
+/* An upper estimate of the bytes a record takes alone in a batch, for max.message.bytes. */
+static size_t record_size(const struct producer_msg *m)
+{
+        size_t n = BATCH_OVERHEAD + RECORD_OVERHEAD + m->key_len + m->value_len;
+
+        for (size_t i = 0; i < m->nheaders; i++)
+                n += strlen(m->headers[i].name) + m->headers[i].len + 10;
+        return n;
+}
+
+int64_t relay_topic_limit(const struct relay *r, const char *topic)
+{
+        for (int i = 0; i < TOPIC_LIMITS; i++)
+                if (r->limits.topic[i].max_bytes && strcmp(r->limits.topic[i].name, topic) == 0)
+                        return r->limits.topic[i].max_bytes;
+        return 0;
+}
+
+/*
+ * Ask the cluster for the topic's max.message.bytes and remember it. Returns
+ * it, or 0. Blocks for at most 5 s (DescribeConfigs), on the rare path of a
+ * batch refused as too large; the server was told the status just before.
+ */
+int64_t relay_learn_topic_limit(struct relay *r, const char *topic)
+{
+        char err[ERRLEN];
+        int64_t bytes = 0;
+        unsigned slot = r->limits.next++ % TOPIC_LIMITS;
+
+        if (r->streaming)
+                relay_send_status(r);
+        if (producer_topic_max_bytes(r->prod, topic, 5000, &bytes, err, sizeof(err)) < 0) {
+                log_warning("cannot read max.message.bytes of topic \"%s\": %s", topic, err);
+                return 0;
+        }
+        snprintf(r->limits.topic[slot].name, sizeof(r->limits.topic[slot].name), "%s", topic);
+        r->limits.topic[slot].max_bytes = bytes;
+        return bytes;
+}
+
+int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
+                      const char *code, const char *reason, const char *work_id,
+                      const char *lsn_text)
+{
+        struct producer_header h[MAX_HEADERS + 4];
+        struct producer_msg dl = *m;
+        struct producer_error e;
+        char source[1024] = "", table[512];
+        size_t nh = 0;
+        int ret;
+
+        for (size_t i = 0; i < m->nheaders && nh < MAX_HEADERS; i++) {
+                h[nh++] = m->headers[i];
+                if (strcmp(m->headers[i].name, "ce_source") == 0)
+                        snprintf(source, sizeof(source), "%.*s", (int)m->headers[i].len,
+                                 m->headers[i].value);
+        }
+        h[nh++] = (struct producer_header){"outbox_relay_error", reason, strlen(reason)};
+        h[nh++] = (struct producer_header){"outbox_relay_error_code", code, strlen(code)};
+        h[nh++] = (struct producer_header){"outbox_relay_topic", topic ? topic : "",
+                                           topic ? strlen(topic) : 0};
+        dl.topic = r->conf->dead_letter_topic;
+        dl.timestamp_ms = 0;  /* produce time: the dead-letter topic must take an old row too */
+        dl.headers = h;
+        dl.nheaders = nh;
+        ret = relay_produce(r, &dl, &e);
+        if (ret == -ENOBUFS)
+                return ret;  /* stopping or failed meanwhile: the row stays unconfirmed */
+        if (ret < 0) {
+                relay_fail(r, e.fault == PRODUCER_FAULT_FATAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_DATA,
+                           "the dead-letter publish of work ID \"%s\" (%s, transaction ending at LSN "
+                           "%s) to \"%s\" failed too: %s (%s). Stopping: nothing from this transaction "
+                           "on is confirmed. Let the dead-letter topic take the row (e.g. raise its "
+                           "max.message.bytes and -X message.max.bytes) and restart, or skip it: "
+                           "--skip-transaction=%s", work_id, ce_table_of_source(source, table,
+                           sizeof(table)), lsn_text, r->conf->dead_letter_topic, e.text, e.name,
+                           lsn_text);
+                return ret;
+        }
+        r->stats.c.dead_lettered++;
+        return 0;
+}
+
+/* Keep a copy of a failed report for relay_handle_nacks(). */
+static void keep_nack(struct relay *r, const struct producer_report *rep)
+{
+        const struct producer_msg *m = &rep->msg;
+        size_t size = strlen(m->topic) + 1 + m->key_len + m->value_len, o = 0;
+        struct relay_nack *n;
+
+        for (size_t i = 0; i < m->nheaders; i++)
+                size += strlen(m->headers[i].name) + 1 + m->headers[i].len;
+        if (r->nacks.n == r->nacks.cap) {
+                size_t cap = r->nacks.cap ? r->nacks.cap * 2 : 16;
+                struct relay_nack *v = realloc(r->nacks.v, cap * sizeof(*v));
+
+                if (!v)
+                        goto nomem;
+                r->nacks.v = v;
+                r->nacks.cap = cap;
+        }
+        n = &r->nacks.v[r->nacks.n];
+        *n = (struct relay_nack){.msg = *m, .error = rep->error};
+        n->buf = malloc(size ? size : 1);
+        n->headers = calloc(m->nheaders ? m->nheaders : 1, sizeof(*n->headers));
+        if (!n->buf || !n->headers) {
+                free(n->buf);
+                free(n->headers);
+                goto nomem;
+        }
+#define COPY(dst, src, len) \
+        do { \
+                memcpy(n->buf + o, (src), (len)); \
+                (dst) = n->buf + o; \
+                o += (len); \
+        } while (0)
+        COPY(n->msg.topic, m->topic, strlen(m->topic) + 1);
+        if (m->key)
+                COPY(n->msg.key, m->key, m->key_len);
+        if (m->value)
+                COPY(n->msg.value, m->value, m->value_len);
+        for (size_t i = 0; i < m->nheaders; i++) {
+                COPY(n->headers[i].name, m->headers[i].name, strlen(m->headers[i].name) + 1);
+                n->headers[i].len = m->headers[i].len;
+                n->headers[i].value = NULL;
+                if (m->headers[i].value)
+                        COPY(n->headers[i].value, m->headers[i].value, m->headers[i].len);
+        }
+#undef COPY
+        n->msg.headers = n->headers;
+        r->nacks.n++;
+        return;
+nomem:
+        relay_fail(r, RELAY_EXIT_RETRY, "out of memory keeping a failed delivery report");
+        r->producer_broken = true;
+}
+
+static void free_nack(struct relay_nack *n)
+{
+        free(n->buf);
+        free(n->headers);
+}
+
+void relay_drop_nacks(struct relay *r)
+{
+        for (size_t i = 0; i < r->nacks.n; i++)
+                free_nack(&r->nacks.v[i]);
+        r->nacks.n = 0;
+}
+
+void relay_on_delivery(void *ctx, const struct producer_report *rep)
+{
+        struct relay *r = ctx;
+        const struct producer_msg *m = &rep->msg;
+        char work_id[256], lsn[32], xid[16], source[1024], table[512];
+        uint64_t ticket = m->ticket & ~TICKET_RESENT;
+
+        if (m->ticket & TICKET_CHECKPOINT) {
+                if (m->ticket & TICKET_EOS)
+                        relay_eos_report(r, rep);
+                else
+                        relay_watch_checkpoint_report(r, rep);
+                return;
+        }
+        relay_eos_report(r, rep);
+        /* Purged by an aborted Kafka transaction: streaming again from the slot redoes it. */
+        if (strcmp(rep->error.name, "_PURGE_QUEUE") == 0 || strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0)
+                return;
+        if (rep->error.code == 0) {
+                int64_t stamp;
+                bool stamped = ledger_ticket_stamp(r->ledger, ticket, &stamp) == 0;
+
+                if (ledger_ack(r->ledger, ticket) == 0) {
+                        r->stats.c.acked++;
+                        r->stats.last_progress_ms = relay_mono_ms();
+                        metrics_labels_add(r->stats.topics, m->topic, 1);
+                        if (stamped)
+                                metrics_histogram_observe(&r->stats.latency,
+                                                          (relay_wall_us() - stamp) / 1e6);
+                }
+                return;
+        }
+        metrics_labels_add(r->stats.errors, rep->error.name, 1);
+        producer_header_value(m, "ce_id", work_id, sizeof(work_id));
+        producer_header_value(m, "ce_pglsn", lsn, sizeof(lsn));
+        producer_header_value(m, "ce_pgxid", xid, sizeof(xid));
+        producer_header_value(m, "ce_source", source, sizeof(source));
+        ce_table_of_source(source, table, sizeof(table));
+        if (rep->error.fault == PRODUCER_FAULT_FATAL) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "delivery of work ID \"%s\" to topic \"%s\" "
+                           "(transaction ending at LSN %s) failed: %s (%s), which no retry can cure. "
+                           "Stopping: nothing from this transaction on is confirmed. %s, then start "
+                           "the relay again", work_id, m->topic, lsn, rep->error.text, rep->error.name,
+                           producer_fix(rep->error.code) ? producer_fix(rep->error.code) :
+                           "Check the relay's -X settings and the cluster");
+                return;
+        }
+        if (strcmp(m->topic, r->conf->dead_letter_topic) == 0) {
+                relay_fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (%s, "
+                           "transaction %s ending at LSN %s) to \"%s\" failed: %s (%s). Stopping: "
+                           "nothing from this transaction on is confirmed. %s and restart, or skip it: "
+                           "--skip-transaction=%s", work_id, table, xid, lsn, m->topic, rep->error.text,
+                           rep->error.name, producer_fix(rep->error.code) ? producer_fix(rep->error.code) :
+                           "Let the dead-letter topic take the row", lsn);
+                return;
+        }
+        if (relay_eos_on(r) && rep->error.fault == PRODUCER_FAULT_RECORD) {
+                char reason[1024];
+                uint64_t end = LSN_INVALID;
+
+                /* The Kafka transaction fails: aborted at its commit, replayed, this row then judged. */
+                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)",
+                         m->topic, rep->error.text, rep->error.name);
+                lsn_parse(lsn, strlen(lsn), &end);
+                relay_eos_poison(r, end, work_id, rep->error.name, reason);
+                return;
+        }
+        if (rep->error.fault != PRODUCER_FAULT_RECORD) {
+                /* Timed out, brokers gone: not the row's fault. Start over with a new producer. */
+                relay_fail(r, RELAY_EXIT_RETRY, "delivery of work ID \"%s\" to topic \"%s\" (transaction "
+                           "ending at LSN %s) failed: %s (%s); discarding the producer and streaming "
+                           "again from the slot (messages not yet confirmed will be sent again)",
+                           work_id, m->topic, lsn, rep->error.text, rep->error.name);
+                r->producer_broken = true;
+                return;
+        }
+        keep_nack(r, rep);
+}
+
+/*
+ * The broker refused the batch holding this message as too large. If the
+ * message alone fits the topic's max.message.bytes, it only shared a batch
+ * with an oversized one: send it again (once). Returns true if it was.
+ */
+static bool resend_if_collateral(struct relay *r, const struct relay_nack *n)
+{
+        struct producer_msg again = n->msg;
+        struct producer_error e;
+        int64_t limit;
+        size_t size;
+        char work_id[256];
+
+        if (n->error.code != PRODUCER_ERR_MSG_SIZE_TOO_LARGE || (n->msg.ticket & TICKET_RESENT))
+                return false;
+        limit = relay_topic_limit(r, n->msg.topic);
+        if (!limit)
+                limit = relay_learn_topic_limit(r, n->msg.topic);
+        size = record_size(&n->msg);
+        if (!limit || (int64_t)size > limit)
+                return false;
+        producer_header_value(&n->msg, "ce_id", work_id, sizeof(work_id));
+        log_info("the broker refused a batch holding work ID \"%s\" as too large for topic \"%s\", "
+                 "but this record (about %zu bytes) fits its max.message.bytes of %" PRId64 ": "
+                 "sending it again", work_id, n->msg.topic, size, limit);
+        again.ticket |= TICKET_RESENT;
+        again.timestamp_ms = 0;
+        if (relay_produce(r, &again, &e) < 0)
+                return false;
+        r->stats.c.resent++;
+        return true;
+}
+
+static void handle_nack(struct relay *r, const struct relay_nack *n)
+{
+        char work_id[256], lsn[32], xid[16], source[1024], table[512], reason[1024];
+        const struct producer_msg *m = &n->msg;
+
+        if (resend_if_collateral(r, n))
+                return;
+        producer_header_value(m, "ce_id", work_id, sizeof(work_id));
+        producer_header_value(m, "ce_pglsn", lsn, sizeof(lsn));
+        producer_header_value(m, "ce_pgxid", xid, sizeof(xid));
+        producer_header_value(m, "ce_source", source, sizeof(source));
+        ce_table_of_source(source, table, sizeof(table));
+        r->stats.c.row_errors++;
+        snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)",
+                 m->topic, n->error.text, n->error.name);
+        if (r->conf->dead_letter ||
+            (r->conf->dead_letter_transaction && lsn[0] &&
+             strcmp(lsn, lsn_format(r->conf->dead_letter_transaction, (char[LSN_STRLEN]){0})) == 0)) {
+                struct producer_msg dl = *m;
+
+                log_warning("dead-lettering work ID \"%s\" of %s (transaction %s ending at LSN %s): %s",
+                            work_id, table, xid, lsn, reason);
+                dl.ticket &= ~TICKET_RESENT;
+                relay_dead_letter(r, &dl, m->topic, n->error.name, reason, work_id, lsn);
+                return;
+        }
+        relay_fail(r, RELAY_EXIT_DATA, "cannot publish the row with work ID \"%s\" of %s (transaction %s "
+                   "ending at LSN %s): %s. Nothing from this transaction on is confirmed. %s and "
+                   "restart, or choose a remedy for this transaction: --dead-letter-transaction=%s or "
+                   "--skip-transaction=%s (every start reads the row again from the WAL as it was "
+                   "committed: to change it, delete it and insert it again, corrected, in one "
+                   "transaction)",
+                   work_id, table, xid, lsn, reason, producer_fix(n->error.code) ?
+                   producer_fix(n->error.code) : "Fix the topic or its limits", lsn, lsn);
+}
+
+void relay_handle_nacks(struct relay *r)
+{
+        /* Taken out first: handling one may wait, and the wait may collect new ones. */
+        while (r->nacks.n > 0 && !r->failure) {
+                struct relay_nacks batch = r->nacks;
+
+                r->nacks = (struct relay_nacks){0};
+                for (size_t i = 0; i < batch.n; i++) {
+                        if (!r->failure)
+                                handle_nack(r, &batch.v[i]);
+                        free_nack(&batch.v[i]);
+                }
+                if (r->nacks.v) {
+                        /* New ones came meanwhile: keep the larger array for them. */
+                        free(batch.v);
+                } else {
+                        r->nacks.v = batch.v;
+                        r->nacks.cap = batch.cap;
+                }
+        }
+}
+
+void relay_on_kafka_event(void *ctx, enum producer_event ev, const struct producer_error *e)
+{
+        struct relay *r = ctx;
+
+        switch (ev) {
+        case PRODUCER_EVENT_BROKERS_DOWN:
+                log_warning("kafka: all brokers are down (%s); waiting for them with %" PRIu64
+                            " messages unacknowledged, nothing unacknowledged is confirmed", e->text,
+                            ledger_outstanding(r->ledger));
+                return;
+        case PRODUCER_EVENT_BROKERS_UP:
+                log_info("kafka: brokers are reachable again");
+                return;
+        case PRODUCER_EVENT_ERROR:
+                log_warning("kafka: %s: %s", e->name, e->text);
+                return;
+        case PRODUCER_EVENT_FATAL:
+                if (e->fault == PRODUCER_FAULT_CLUSTER) {
+                        relay_fail(r, RELAY_EXIT_RETRY, "fatal Kafka producer error: %s: %s; discarding "
+                                   "the producer and streaming again from the slot", e->name, e->text);
+                        r->producer_broken = true;
+                } else {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "fatal Kafka producer error: %s: %s, which "
+                                   "no retry can cure. Stopping: nothing unacknowledged is confirmed. %s, "
+                                   "then start the relay again", e->name, e->text,
+                                   producer_fix(e->code) ? producer_fix(e->code) :
+                                   "Check the relay's -X settings and the cluster");
+                }
+                return;
+        }
+}

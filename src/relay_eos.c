@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Exactly-once into Kafka (--exactly-once): how a run of PostgreSQL
+ * transactions becomes one Kafka transaction, together with the checkpoint
+ * record that says how far it reaches.
+ *
+ * The named boundary: for consumers that read with isolation.level=
+ * read_committed, every committed outbox row appears in Kafka once. The
+ * producer is transactional; its transactional.id is derived from the
+ * server's system identifier, the database and the slot, so that
+ * init_transactions() fences every older relay of the slot (the seeds'
+ * claim generation: a stale relay's late writes are refused). Whole
+ * PostgreSQL transactions go into one Kafka transaction, bounded by records,
+ * bytes and time; one larger than the bounds is split over several, and the
+ * checkpoint then also counts how many of its rows are committed. The
+ * checkpoint record goes into the same Kafka transaction; only once it is
+ * committed may the slot be confirmed past it (relay_confirmable_lsn()). At
+ * every start the newest committed checkpoint says which transactions (and
+ * rows of a split one) are in Kafka already: they are skipped, so a crash
+ * between the commit and the confirm, or a slot rewound by a server crash,
+ * repeats nothing.
+ *
+ * A record the broker refuses makes the whole Kafka transaction abortable:
+ * it is aborted, the row is remembered, and streaming starts again from the
+ * slot; the row then meets its --on-error policy (the dead-letter topic, in
+ * the next transaction, or a stop) and no other row is lost or repeated.
+ *
+ * Thread model: rd_kafka_commit_transaction() blocks and serves delivery
+ * reports on its caller's thread. The relay calls it only once every record
+ * of the transaction has its delivery report (waiting in relay_wait(), which
+ * keeps the server answered), and with a timeout no longer than the time to
+ * the next standby status update; on the retriable timeout it serves the one
+ * wait and calls it again, which resumes the commit in the background. The
+ * stream never times out while a commit waits on the coordinator.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cloudevents.h"
+#include "log.h"
+#include "relay_private.h"
+
+#define INIT_MS 30000             /* init_transactions(), at most */
+#define TXN_MS 60000              /* a commit or abort, at most: librdkafka's transaction.timeout.ms */
+#define CALL_MS 200               /* one blocking call of the transactions API, at most */
+
+bool relay_eos_on(const struct relay *r)
+{
+        return r->conf->exactly_once;
+}
+
+void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size)
+{
+        if (r->conf->transactional_id)
+                snprintf(buf, size, "%s", r->conf->transactional_id);
+        else
+                snprintf(buf, size, "outbox-relay/%s/%s/%s", r->pre.system_id, r->pre.dbname,
+                         r->conf->slot);
+}
+
+int relay_eos_init(struct relay *r)
+{
+        struct producer_error e;
+        int ret;
+
+        r->eos.open = false;
+        r->eos.pending = 0;
+        r->eos.failed = false;
+        ret = producer_init_transactions(r->prod, INIT_MS, &e);
+        if (ret == 0)
+                return 0;
+        relay_fail(r, ret == -EAGAIN ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT,
+                   "cannot start Kafka transactions (init_transactions for transactional.id \"%s\"): %s "
+                   "(%s)%s", r->eos.tid, e.text, e.name, ret == -EAGAIN ? "" :
+                   "; --exactly-once needs brokers with transactions (Kafka 0.11+, a transaction state "
+                   "log that can be written) and, with ACLs, WRITE and DESCRIBE on the TransactionalId");
+        return -EIO;
+}
+
+/* Begin a Kafka transaction if none is open. Returns 0 or -EIO (recorded). */
+static int ensure_open(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        struct producer_error e;
+        int ret;
+
+        if (x->open)
+                return 0;
+        ret = producer_begin_transaction(r->prod, &e);
+        if (ret < 0) {
+                relay_fail(r, ret == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
+                           "cannot begin a Kafka transaction: %s (%s)", e.text, e.name);
+                if (ret != -EPERM)
+                        r->producer_broken = true;
+                return -EIO;
+        }
+        x->open = true;
+        x->opened_ms = relay_mono_ms();
+        x->messages = x->bytes = 0;
+        x->failed = false;
+        return 0;
+}
+
+int relay_eos_before_record(struct relay *r)
+{
+        return relay_eos_on(r) ? ensure_open(r) : 0;
+}
+
+void relay_eos_produced(struct relay *r, size_t bytes)
+{
+        if (!relay_eos_on(r))
+                return;
+        r->eos.pending++;
+        r->eos.messages++;
+        r->eos.bytes += bytes;
+}
+
+void relay_eos_report(struct relay *r, const struct producer_report *rep)
+{
+        struct relay_eos *x = &r->eos;
+
+        /* Purged by an abort: they belonged to a transaction that is gone. */
+        if (!relay_eos_on(r) || strcmp(rep->error.name, "_PURGE_QUEUE") == 0 ||
+            strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0)
+                return;
+        if (x->pending)
+                x->pending--;
+        if (rep->error.code) {
+                x->failed = true;
+                snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
+                snprintf(x->fail_text, sizeof(x->fail_text), "%s", rep->error.text);
+        }
+}
+
+bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *work_id, size_t len,
+                        char *ret_code, size_t code_size, char *ret_reason, size_t reason_size)
+{
+        const struct relay_eos *x = &r->eos;
+
+        for (size_t i = 0; i < x->npoison; i++) {
+                const struct relay_poison *p = &x->poison[i];
+
+                if (p->end_lsn == end_lsn && strlen(p->work_id) == len &&
+                    memcmp(p->work_id, work_id, len) == 0) {
+                        snprintf(ret_code, code_size, "%s", p->code);
+                        snprintf(ret_reason, reason_size, "%s", p->reason);
+                        return true;
+                }
+        }
+        return false;
+}
+
+void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const char *code,
+                      const char *reason)
+{
+        struct relay_eos *x = &r->eos;
+        struct relay_poison *p;
+        char id[256];
+
+        snprintf(id, sizeof(id), "%s", work_id);
+        x->failed = true;
+        if (relay_eos_poisoned(r, end_lsn, id, strlen(id), (char[8]){0}, 8, (char[8]){0}, 8))
+                return;
+        /* Bounded: the oldest is forgotten (its transaction is long committed or dead-lettered). */
+        p = &x->poison[x->npoison < RELAY_POISON_MAX ? x->npoison++ : (x->poison_next++ % RELAY_POISON_MAX)];
+        p->end_lsn = end_lsn;
+        snprintf(p->work_id, sizeof(p->work_id), "%s", id);
+        snprintf(p->code, sizeof(p->code), "%s", code);
+        snprintf(p->reason, sizeof(p->reason), "%s", reason);
+        x->failed = true;
+}
+
+/* Abort the open transaction (purging what is not delivered). Returns 0 or -EIO (recorded). */
+static int abort_open(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        struct producer_error e;
+        int64_t deadline = relay_mono_ms() + TXN_MS;
+        int ret;
+
+        if (!x->open)
+                return 0;
+        for (;;) {
+                ret = producer_abort_transaction(r->prod, CALL_MS, &e);
+                if (ret != -EAGAIN || relay_mono_ms() > deadline)
+                        break;
+                relay_wait(r, 0, 0);
+        }
+        x->open = false;
+        x->pending = 0;
+        x->stats_aborted++;
+        if (ret < 0) {
+                relay_fail(r, ret == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
+                           "cannot abort the Kafka transaction: %s (%s)", e.text, e.name);
+                if (ret != -EPERM)
+                        r->producer_broken = true;
+                return -EIO;
+        }
+        return 0;
+}
+
+int relay_eos_abort(struct relay *r)
+{
+        return relay_eos_on(r) ? abort_open(r) : 0;
+}
+
+/* A record of the open transaction failed: abort it and stream again. Returns -EIO (recorded). */
+static int abort_failed(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        char why[600];
+
+        snprintf(why, sizeof(why), "%s (%s)", x->fail_text, x->fail_name);
+        if (abort_open(r) < 0)
+                return -EIO;
+        relay_fail(r, RELAY_EXIT_RETRY, "a record of the Kafka transaction failed (%s): aborted it; "
+                   "streaming again from the slot, the committed part is skipped", why);
+        return -EIO;
+}
+
+int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
+{
+        struct relay_eos *x = &r->eos;
+        int64_t deadline = relay_mono_ms() + TXN_MS;
+
+        if (!relay_eos_on(r) || !x->open || e->code != PRODUCER_ERR_STATE)
+                return 0;
+        /*
+         * librdkafka refuses to enqueue into a transaction that has become
+         * abortable, before the delivery report that made it so is served:
+         * serve the reports, and if one failed, the refusal was that.
+         */
+        while (x->pending > 0 && !x->failed && !r->failure && !r->producer_broken &&
+               relay_mono_ms() < deadline)
+                relay_wait(r, 50, 0);
+        if (!x->failed)
+                return 0;
+        abort_failed(r);
+        return -ECANCELED;
+}
+
+/* The transaction's checkpoint record, produced inside it. Returns 0 or -EIO (recorded). */
+static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
+{
+        struct relay_watch *w = &r->watch;
+        struct relay_eos *x = &r->eos;
+        struct checkpoint c = {.lsn = lsn, .txn_end_lsn = part_end, .txn_rows = part_rows};
+        struct producer_error e;
+        char value[CHECKPOINT_VALUE_MAX];
+        int n;
+
+        n = relay_checkpoint_value(r, &c, "exactly-once", value, sizeof(value));
+        if (n < 0)
+                return n;
+        if (relay_produce(r, &(struct producer_msg){.topic = r->conf->checkpoint_topic, .key = w->key,
+                                                    .key_len = strlen(w->key), .value = value,
+                                                    .value_len = (size_t)n,
+                                                    .ticket = TICKET_CHECKPOINT | TICKET_EOS},
+                          &e) < 0) {
+                if (!r->failure && relay_eos_produce_failed(r, &e) == 0)
+                        relay_fail(r, e.fault == PRODUCER_FAULT_CLUSTER ? RELAY_EXIT_RETRY :
+                                   RELAY_EXIT_ENVIRONMENT, "cannot write the checkpoint record to topic "
+                                   "\"%s\" in the Kafka transaction: %s (%s)", r->conf->checkpoint_topic,
+                                   e.text, e.name);
+                return -EIO;
+        }
+        x->pending++;
+        return 0;
+}
+
+/*
+ * Commit the open transaction with its checkpoint: @lsn (every PostgreSQL
+ * transaction ending at or before it is in), and for a split one its end
+ * @part_end and @part_rows rows. Returns 0, or -EIO after recording why
+ * (an abortable failure aborts first: streaming starts again from the slot).
+ */
+static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
+{
+        struct relay_eos *x = &r->eos;
+        struct producer_error e;
+        int64_t started = relay_mono_ms(), deadline = started + TXN_MS;
+        char a[LSN_STRLEN];
+        int ret;
+
+        if (!x->open)
+                return 0;
+        /*
+         * Not before the first round saw the slot where it was read: a checkpoint
+         * past a slot that someone moved meanwhile would hide the move.
+         */
+        while (!r->watch.slot_checked && !r->failure && r->streaming && relay_mono_ms() < deadline)
+                relay_wait(r, 50, 0);
+        if (!r->watch.slot_checked) {
+                if (!r->failure)
+                        relay_fail(r, RELAY_EXIT_RETRY, "the side connection did not check the slot in "
+                                   "time; aborting the Kafka transaction");
+                abort_open(r);
+                return -EIO;
+        }
+        /* A checkpoint never claims less than the newest committed one. */
+        if (lsn < r->watch.ckpt_acked)
+                lsn = r->watch.ckpt_acked;
+        if (lsn > x->last_end)
+                x->last_end = lsn;
+        if (produce_checkpoint(r, lsn, part_end, part_rows) < 0)
+                return -EIO;
+        /* Every record's delivery report first, served by the one wait. */
+        while (x->pending > 0 && !x->failed && !r->failure && !r->producer_broken &&
+               relay_mono_ms() < deadline)
+                relay_wait(r, (int)(relay_status_due_ms(r) < 100 ? relay_status_due_ms(r) : 100), 0);
+        if (r->failure && r->failure != RELAY_EXIT_DATA)
+                return -EIO;
+        if (x->failed)
+                return abort_failed(r);
+        for (;;) {
+                int64_t t = relay_status_due_ms(r);
+
+                ret = producer_commit_transaction(r->prod, (int)(t < 10 ? 10 : t > CALL_MS ? CALL_MS : t),
+                                                  &e);
+                if (ret != -EAGAIN || relay_mono_ms() > deadline)
+                        break;
+                relay_wait(r, 0, 0);
+        }
+        if (ret == 0) {
+                x->open = false;
+                x->pending = 0;
+                x->stats_committed++;
+                x->stats_rows += x->messages;
+                metrics_histogram_observe(&x->commit_latency, (relay_mono_ms() - started) / 1000.0);
+                if (lsn > r->watch.ckpt_acked)
+                        r->watch.ckpt_acked = lsn;
+                x->committed_part_end = part_end;
+                x->committed_part_rows = part_rows;
+                log_debug("committed a Kafka transaction of %" PRIu64 " records up to LSN %s%s",
+                          x->messages, lsn_format(lsn, a), part_end ? " (a split transaction)" : "");
+                return 0;
+        }
+        if (ret == -ECANCELED) {
+                abort_open(r);
+                relay_fail(r, RELAY_EXIT_RETRY, "committing the Kafka transaction failed: %s (%s); aborted "
+                           "it, streaming again from the slot", e.text, e.name);
+                return -EIO;
+        }
+        x->open = false;
+        relay_fail(r, ret == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
+                   "cannot commit the Kafka transaction: %s (%s)%s", e.text, e.name,
+                   ret == -EPERM ? ". This relay was fenced by a newer producer with its transactional.id "
+                   "(another relay took the slot over) or lost its permission: stopping without "
+                   "confirming anything more; do not restart it while the other one runs" : "");
+        if (ret != -EPERM)
+                r->producer_broken = true;
+        return -EIO;
+}
+
+/* Is the open transaction at a bound of records or bytes? */
+static bool full(const struct relay *r)
+{
+        return r->eos.messages >= (uint64_t)r->conf->txn_max_messages ||
+               r->eos.bytes >= (uint64_t)r->conf->txn_max_bytes;
+}
+
+int relay_eos_after_record(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+
+        if (!relay_eos_on(r) || !full(r))
+                return 0;
+        /* Mid-transaction: split it; the checkpoint counts its rows committed so far. */
+        return commit(r, x->last_end, r->txn.end_lsn, x->part_rows);
+}
+
+int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
+{
+        struct relay_eos *x = &r->eos;
+
+        if (!relay_eos_on(r))
+                return 0;
+        x->last_end = end_lsn;
+        x->part_rows = 0;
+        if (x->open && (full(r) || relay_mono_ms() - x->opened_ms >= r->conf->txn_max_ms))
+                return commit(r, end_lsn, LSN_INVALID, 0);
+        return 0;
+}
+
+int relay_eos_idle(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+
+        /* Nothing more to read now: a transaction open long enough, at a PostgreSQL boundary, goes. */
+        if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger) ||
+            relay_mono_ms() - x->opened_ms < r->conf->txn_max_ms)
+                return 0;
+        return commit(r, x->last_end, LSN_INVALID, 0);
+}
+
+int64_t relay_eos_idle_due_ms(const struct relay *r)
+{
+        const struct relay_eos *x = &r->eos;
+        int64_t left;
+
+        if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger))
+                return -1;
+        left = x->opened_ms + r->conf->txn_max_ms - relay_mono_ms();
+        return left > 0 ? left : 0;
+}
+
+int relay_eos_flush(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+
+        if (!relay_eos_on(r) || !x->open)
+                return 0;
+        /* At a stop: what is open is committed; a split transaction keeps its count. */
+        return commit(r, x->last_end, ledger_in_transaction(r->ledger) ? r->txn.end_lsn : LSN_INVALID,
+                      ledger_in_transaction(r->ledger) ? x->part_rows : 0);
+}
+
+void relay_eos_checkpoint(struct relay *r, uint64_t target)
+{
+        struct relay_eos *x = &r->eos;
+
+        /*
+         * Nothing of the outbox to publish, but the slot moves on (keepalives,
+         * other tables' transactions): a transaction holding only the
+         * checkpoint, at most every STATUS_MIN_GAP_MS.
+         */
+        if (x->open || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
+            relay_mono_ms() - x->last_idle_ms < STATUS_MIN_GAP_MS)
+                return;
+        x->last_idle_ms = relay_mono_ms();
+        if (ensure_open(r) < 0)
+                return;
+        commit(r, target, LSN_INVALID, 0);
+}
+
+void relay_eos_resume(struct relay *r, const struct checkpoint *c)
+{
+        struct relay_eos *x = &r->eos;
+
+        x->skip_upto = c->lsn;
+        x->resume_end = c->txn_end_lsn;
+        x->resume_rows = c->txn_rows;
+        /* Everything up to the slot's position is done too: a checkpoint never claims less. */
+        x->last_end = c->lsn > r->watch.slot_start_lsn ? c->lsn : r->watch.slot_start_lsn;
+        x->part_rows = 0;
+}
+
+void relay_eos_txn_begins(struct relay *r, uint64_t end_lsn)
+{
+        struct relay_eos *x = &r->eos;
+
+        x->part_rows = 0;
+        x->resume_left = end_lsn == x->resume_end ? x->resume_rows : 0;
+}
+
+bool relay_eos_skip_row(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+
+        if (!relay_eos_on(r) || x->resume_left == 0)
+                return false;
+        x->resume_left--;
+        x->part_rows++;
+        return true;
+}
+
+void relay_eos_row_done(struct relay *r)
+{
+        if (relay_eos_on(r))
+                r->eos.part_rows++;
+}
+
+bool relay_eos_poison_once(struct relay *r, uint64_t end_lsn, const char *work_id, size_t len)
+{
+        struct relay_eos *x = &r->eos;
+
+        for (size_t i = 0; i < x->npoison; i++) {
+                struct relay_poison *p = &x->poison[i];
+
+                if (p->end_lsn == end_lsn && strlen(p->work_id) == len &&
+                    memcmp(p->work_id, work_id, len) == 0 && !p->retried &&
+                    strcmp(p->code, "MSG_SIZE_TOO_LARGE") == 0) {
+                        p->retried = true;
+                        return true;
+                }
+        }
+        return false;
+}

@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The orchestrator's own header, shared by its four files and nothing else:
+ *
+ *   relay.c         how the loop turns: start, sessions, the one wait,
+ *                   reconnects, the warm standby, stop
+ *   relay_row.c     what happens to one wal2json line and one outbox row
+ *   relay_ack.c     what happens on an ack or a nack (delivery reports,
+ *                   resends, the dead-letter topic)
+ *   relay_report.c  what the relay tells the server (standby status updates)
+ *                   and the operator (failures, metrics, the stats line)
+ *   relay_watch.c   what it keeps true while it runs, and so how far it may
+ *                   confirm: the checkpoint record, the side connection's
+ *                   catalog checks
+ *   relay_eos.c     --exactly-once: how transactions become Kafka
+ *                   transactions with their checkpoint
+ *
+ * struct relay groups its state the way pg_basebackup's StreamCtl does: the
+ * leaf modules it joins, then one sub-struct per question.
+ */
+#ifndef RELAY_RELAY_PRIVATE_H
+#define RELAY_RELAY_PRIVATE_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "ledger.h"
+#include "lsn.h"
+#include "metrics.h"
+#include "pgside.h"
+#include "pgstream.h"
+#include "preflight.h"
+#include "producer.h"
+#include "record.h"
+#include "relay.h"
+#include "replmsg.h"
+#include "wal2json.h"
+
+#define ERRLEN 1024
+#define MAX_HEADERS (16 + RECORD_HEADERS_MAX) /* the relay's own, then the row's */
+#define TOPIC_LIMITS 16                       /* topics whose max.message.bytes is remembered */
+#define STATUS_MIN_GAP_MS 100                 /* status updates at most this often when only the flush LSN moved */
+
+/*
+ * A message sent again after the broker refused its batch as too large
+ * while the message alone fits: the flag rides in the Kafka opaque next to
+ * the ledger ticket (whose sequence never reaches bit 47) and is masked off
+ * before the ledger sees it.
+ */
+#define TICKET_RESENT (UINT64_C(1) << 47)
+
+/* A checkpoint record's opaque: this bit and relay_watch's sequence, never a ledger ticket's. */
+#define TICKET_CHECKPOINT (UINT64_C(1) << 63)
+/* With TICKET_CHECKPOINT: the checkpoint inside a Kafka transaction (--exactly-once). */
+#define TICKET_EOS (UINT64_C(1) << 62)
+
+extern const char RELAY_STATE_STREAMING[];
+
+/* The open transaction, from its B line to its C line. */
+struct relay_txn {
+        bool skip;                 /* already confirmed: a resend after reconnect */
+        bool operator_skip;        /* --skip-transaction names it */
+        bool operator_dead_letter; /* --dead-letter-transaction names it */
+        bool eos_skip;             /* --exactly-once: committed to Kafka already */
+        uint32_t xid;
+        uint64_t end_lsn;          /* LSN just past its commit record */
+        int64_t commit_time_us;    /* µs since the Unix epoch */
+        char lsn_text[LSN_STRLEN]; /* end_lsn as pg_lsn text: ce_pglsn */
+        char xid_text[16];         /* ce_pgxid */
+        char time_text[64];        /* ce_time, RFC 3339 */
+};
+
+/* What the server was told, and when to tell it again. */
+struct relay_feedback {
+        int64_t interval_ms;       /* standby status interval, under half of wal_sender_timeout */
+        int64_t last_status_ms;    /* monotonic */
+        bool reply_pending;        /* a primary keepalive asked for a reply */
+        int64_t last_reply_req_ms; /* when the server last asked for a reply */
+        int reply_burst;           /* reply requests in a row, each within STOPPING_GAP_MS */
+        int64_t server_stopping_ms; /* when a shutdown of the server was noticed, or 0 */
+        uint64_t write_lsn;        /* highest XLogData start received */
+        uint64_t server_lsn;       /* highest WAL end the server reported */
+        uint64_t sent_flush_lsn;   /* flush LSN of the last standby status update */
+};
+
+/* Counters and clocks for /metrics, /readyz and the stats line. */
+struct relay_stats {
+        struct metrics_counters c;
+        uint64_t ignored[W2J_UNKNOWN + 1]; /* records not published, by action */
+        struct metrics_labels *topics;     /* acknowledged rows by topic, bounded */
+        struct metrics_labels *errors;     /* failed delivery reports by error name, bounded */
+        struct metrics_histogram latency;  /* commit to acknowledgement */
+        int64_t last_confirm_ms;   /* monotonic; the flush LSN advanced or caught up; 0: never */
+        int64_t last_progress_ms;  /* monotonic; an ack, a confirm or nothing pending; 0: never */
+        int64_t last_stats_ms;     /* the periodic stats line */
+        struct metrics_counters prev;
+        uint64_t prev_errors;
+        int64_t nontx_log_ms;      /* monotonic; the last non-transactional message logged; 0: none */
+        uint64_t nontx_unlogged;   /* non-transactional messages not logged since then */
+};
+
+/* Topic limits learned after the broker refused a batch as too large. */
+struct relay_limits {
+        struct {
+                char name[RECORD_TOPIC_MAX + 1];
+                int64_t max_bytes;
+        } topic[TOPIC_LIMITS];
+        unsigned next;
+};
+
+/* A warm standby's state, so its log says each change once (relay_report.c). */
+struct relay_standby {
+        bool on;                   /* the last look found the slot held by another process */
+        char holder[512];          /* what was last logged about the holder */
+        int64_t since_ms;          /* monotonic: when this relay became a standby */
+        int64_t logged_ms;         /* monotonic: the last line about it */
+};
+
+/*
+ * A failed delivery report the loop handles after producer_poll() returns
+ * (a report may not produce): the message copied into @buf.
+ */
+struct relay_nack {
+        struct producer_msg msg;
+        struct producer_error error;
+        struct producer_header *headers;
+        char *buf;
+};
+
+struct relay_nacks {
+        struct relay_nack *v;      /* at most one per message in flight: bounded like them */
+        size_t n, cap;
+};
+
+/* What the relay keeps true while it runs (relay_watch.c). */
+struct relay_watch {
+        struct pgside *side;          /* the side connection */
+        char *schemas, *tables;       /* the configured tables as array literals for the round */
+        struct checkpoint_source src;
+        char key[512];                /* the checkpoint key: system identifier/database/slot */
+        char mapping[CHECKPOINT_MAPPING_MAX];
+        char digest[17];
+        char writer[160];
+        bool topic_ok;                /* the checkpoint topic was created or found */
+        int64_t standby_next_ms;      /* a standby compares its mapping again at this relay_mono_ms() */
+        int64_t standby_gap_ms;       /* and then after this long: doubling while there is no mapping */
+        bool judged_once;             /* a checkpoint was judged against the slot in this process */
+        bool ckpt_unknown;            /* streaming before the checkpoint could be read: confirm nothing */
+        int64_t ckpt_retry_ms;        /* monotonic: when to try reading it again */
+        uint64_t ckpt_acked;          /* LSN of the newest checkpoint Kafka acknowledged */
+        uint64_t ckpt_floor;          /* LSN of the newest checkpoint read: never write less */
+        uint64_t ckpt_inflight;       /* LSN of the checkpoint record in flight, or 0 */
+        uint64_t ckpt_inflight_seq;   /* its ticket sequence */
+        uint64_t ckpt_seq;
+        int64_t ckpt_sent_ms;         /* monotonic */
+        uint64_t verified;            /* LSN up to which a completed round saw everything intact */
+        uint64_t round_lsn;           /* LSN the round in flight verifies */
+        int64_t last_round_ms;        /* monotonic, when the last round was sent */
+        int64_t side_retry_ms;        /* monotonic: no round before this after a lost connection */
+        bool side_down;
+        int walsender_pid;            /* of this relay's replication connection */
+        uint64_t slot_start_lsn;      /* the slot's confirmed_flush_lsn read before streaming */
+        bool slot_checked;            /* the first round saw the slot where it was read */
+        char sync_state[16];          /* this walsender's sync_state, as last seen */
+};
+
+/* A row whose record the broker refused inside an aborted Kafka transaction (--exactly-once). */
+#define RELAY_POISON_MAX 64
+struct relay_poison {
+        uint64_t end_lsn;             /* of its PostgreSQL transaction */
+        char work_id[256];
+        char code[64];                /* Kafka's error name */
+        char reason[768];
+        bool retried;                 /* a too-large one was tried once more alone */
+};
+
+/* --exactly-once (relay_eos.c). */
+struct relay_eos {
+        char tid[512];                /* the transactional.id */
+        bool open;                    /* a Kafka transaction is open */
+        int64_t opened_ms;            /* monotonic */
+        uint64_t messages, bytes;     /* records and their bytes in the open one */
+        uint64_t pending;             /* records of the open one without a delivery report */
+        bool failed;                  /* one of them failed: it must be aborted */
+        char fail_name[64], fail_text[512];
+        uint64_t last_end;            /* end LSN of the newest PostgreSQL transaction fully in */
+        uint64_t part_rows;           /* rows of the current PostgreSQL transaction handled so far */
+        uint64_t committed_part_end, committed_part_rows;
+        uint64_t skip_upto;           /* from the checkpoint: transactions ending at or before are in */
+        uint64_t resume_end;          /* from the checkpoint: a split transaction, or 0 */
+        uint64_t resume_rows;         /* and how many of its rows are in */
+        uint64_t resume_left;         /* rows of the current transaction still to skip */
+        int64_t last_idle_ms;         /* the last checkpoint-only transaction */
+        struct relay_poison poison[RELAY_POISON_MAX];
+        size_t npoison, poison_next;
+        uint64_t stats_committed, stats_aborted, stats_rows;
+        struct metrics_histogram commit_latency;
+};
+
+struct relay {
+        /* Given to relay_run(). */
+        const struct relay_config *conf;
+        volatile sig_atomic_t *stop;
+        int stop_fd;
+        const struct relay_reload *reload;
+
+        /* The leaf modules it joins. */
+        struct record_spec *spec;
+        struct w2j_decoder *dec;
+        struct ledger *ledger;
+        struct producer *prod;
+        struct producer_options prod_opts;
+        const char **prod_props;   /* name, value pairs for prod_opts */
+        struct pgstream *pg;       /* the replication connection, while a session lasts */
+        bool streaming;            /* START_REPLICATION succeeded on pg */
+        struct metrics *metrics;
+
+        /* Who and where. */
+        struct pgstream_system sys;
+        struct preflight_result pre;
+        char system_id[32];        /* of the first connection; a change stops the relay */
+        char who[128];             /* the operator, for remedy logs */
+        char *add_tables;          /* wal2json's add-tables option */
+
+        struct relay_txn txn;
+        struct relay_feedback fb;
+        struct relay_stats stats;
+        struct relay_standby standby;
+        struct relay_limits limits;
+        struct relay_nacks nacks;
+        struct relay_watch watch;
+        struct relay_eos eos;
+
+        int failure;               /* enum relay_exit of the first failure, 0 if none */
+        int pg_session_code;       /* how the last session ended (relay.c's SESSION_*) */
+        bool producer_broken;      /* discard the producer before streaming again */
+        const char *state;         /* one phrase for /readyz */
+};
+
+/* relay.c: the loop */
+
+/* relay_wait() flags. */
+#define RELAY_WAIT_READ 0x1        /* also wake when the replication socket is readable */
+
+/*
+ * relay_wait() - the one wait. Sleeps until the stop pipe (a stop or a
+ * reload), Kafka (delivery reports, events), HTTP, the replication socket
+ * (while streaming: readable with RELAY_WAIT_READ, writable when output is
+ * queued) or a deadline wants attention: @timeout_ms (ms; -1: none), the
+ * next standby status update while streaming, libmicrohttpd's deadlines,
+ * at most 1000 ms. Then serves every one of them: empties the stop pipe and
+ * reloads, consumes and flushes the replication connection, serves delivery
+ * reports, answers HTTP, sends a due standby status update, refreshes the
+ * metrics. Every place that waits calls it; none has a poll() of its own.
+ * Returns 0, or -EIO after recording a lost replication connection.
+ */
+int relay_wait(struct relay *r, int timeout_ms, unsigned flags);
+
+/*
+ * relay_produce() - producer_send(@m), waiting with relay_wait() while
+ * librdkafka's queue is full. Returns 0; -ENOBUFS if a stop or failure came
+ * while waiting (nothing sent); -EIO with @ret_error as producer_send().
+ */
+int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error);
+
+/* relay_backpressured() - true while the in-flight bounds (messages, bytes) are reached. */
+bool relay_backpressured(const struct relay *r);
+
+/* relay_row.c: lines and rows */
+
+/* relay_handle_line() - decode and act on one XLogData's wal2json line @m. */
+void relay_handle_line(struct relay *r, const struct replmsg *m);
+
+/*
+ * relay_headers() - the CloudEvents binary-mode headers of a row of @rec,
+ * from what @row has (a row that failed extraction may lack the ID or
+ * type), then the row's own headers; @source (@source_size bytes) receives
+ * ce_source. Returns the count written to @h (at most MAX_HEADERS).
+ */
+size_t relay_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
+                     struct producer_header *h, char *source, size_t source_size);
+
+/* relay_ack.c: delivery reports */
+
+/* on_delivery() - the producer's delivery report callback (producer_dr_fn). */
+void relay_on_delivery(void *ctx, const struct producer_report *rep);
+
+/* relay_on_kafka_event() - the producer's event callback (producer_event_fn). */
+void relay_on_kafka_event(void *ctx, enum producer_event ev, const struct producer_error *e);
+
+/*
+ * relay_handle_nacks() - act on the failed delivery reports collected since
+ * the last call: resend a record that only shared a batch refused as too
+ * large, dead-letter, or stop. Produces, so never from inside a report.
+ */
+void relay_handle_nacks(struct relay *r);
+
+/* relay_drop_nacks() - forget collected failed reports (their messages are sent again). */
+void relay_drop_nacks(struct relay *r);
+
+/*
+ * relay_dead_letter() - publish a row that cannot be published to the
+ * dead-letter topic under @m->ticket: @m's key, value and headers plus
+ * outbox_relay_error (@reason), outbox_relay_error_code (@code) and
+ * outbox_relay_topic (@topic, the intended one, or ""). @work_id and
+ * @lsn_text name the row in errors. Returns 0, or a negative errno after
+ * recording the failure.
+ */
+int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
+                      const char *code, const char *reason, const char *work_id,
+                      const char *lsn_text);
+
+/*
+ * relay_topic_limit() - the topic's max.message.bytes if known (learned after
+ * a refusal), else 0.
+ */
+int64_t relay_topic_limit(const struct relay *r, const char *topic);
+
+/* relay_watch.c: what the relay keeps true */
+
+/*
+ * relay_checkpoint_value() - @c (its LSN fields set by the caller) completed
+ * with this relay's digest, mapping, @mode, writer and the time now, and
+ * formatted into @value (@size bytes, CHECKPOINT_VALUE_MAX suffice). Returns
+ * the bytes written, or -EIO after relay_fail() when it does not fit.
+ */
+int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size);
+
+/* relay_watch_init() - the mapping and its digest, the side connection. Returns 0 or -ENOMEM. */
+int relay_watch_init(struct relay *r);
+
+/* relay_watch_free() - close the side connection and free what init made. */
+void relay_watch_free(struct relay *r);
+
+/*
+ * relay_watch_before_stream() - before START_REPLICATION: compare the slot
+ * (@slot, just read) with its newest checkpoint; stop (exit 3) on a slot
+ * moved by someone else or a checkpoint of another mapping unless the
+ * operator accepted them; write a checkpoint of the slot's position when
+ * there is none (or it was accepted). Returns 0, or a negative errno after
+ * recording the failure.
+ */
+int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot);
+
+/* relay_watch_standby() - a warm standby's look, now and then: the active relay's mapping is this one's. */
+int relay_watch_standby(struct relay *r);
+
+/* relay_watch_stream_started() - START_REPLICATION succeeded: rounds begin. */
+void relay_watch_stream_started(struct relay *r);
+
+/* relay_watch_poll_fd() - the side connection's descriptor and events for relay_wait()'s poll(). */
+void relay_watch_poll_fd(const struct relay *r, struct pollfd *pfd);
+
+/* relay_watch_serve() - after poll(): the side connection's round, the checkpoint chase. */
+void relay_watch_serve(struct relay *r);
+
+/* relay_watch_checkpoint_report() - the delivery report of a checkpoint record. */
+void relay_watch_checkpoint_report(struct relay *r, const struct producer_report *rep);
+
+/*
+ * relay_confirmable_lsn() - the LSN the relay may confirm now: the least of
+ * the ledger's flush LSN, the newest acknowledged checkpoint and the
+ * verified LSN, never less than what was confirmed already.
+ */
+uint64_t relay_confirmable_lsn(const struct relay *r);
+
+/* relay_watch_blocked() - why nothing new is confirmed now, for /readyz, or NULL. */
+const char *relay_watch_blocked(const struct relay *r);
+
+/* relay_eos.c: --exactly-once */
+
+/* relay_eos_on() - true with --exactly-once. */
+bool relay_eos_on(const struct relay *r);
+
+/* relay_eos_transactional_id() - --transactional-id, or outbox-relay/<system>/<database>/<slot>. */
+void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size);
+
+/* relay_eos_init() - init_transactions() on a new producer. Returns 0 or -EIO (recorded). */
+int relay_eos_init(struct relay *r);
+
+/* relay_eos_before_record() - a Kafka transaction is open before a record is produced. 0 or -EIO. */
+int relay_eos_before_record(struct relay *r);
+
+/* relay_eos_produced() - a record of @bytes went into the open Kafka transaction. */
+void relay_eos_produced(struct relay *r, size_t bytes);
+
+/* relay_eos_row_done() - an outbox row of the current PostgreSQL transaction was handled. */
+void relay_eos_row_done(struct relay *r);
+
+/* relay_eos_after_record() - split the open Kafka transaction at its bounds. 0 or -EIO. */
+int relay_eos_after_record(struct relay *r);
+
+/* relay_eos_after_transaction() - a C line ending at @end_lsn; commit at the bounds. 0 or -EIO. */
+int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn);
+
+/* relay_eos_idle() - nothing more to read now: commit an open transaction old enough. 0 or -EIO. */
+int relay_eos_idle(struct relay *r);
+
+/*
+ * relay_eos_idle_due_ms() - ms until relay_eos_idle() would commit the open
+ * Kafka transaction (0: now), or -1 when it would not at any time (none open,
+ * or inside a PostgreSQL transaction): how long an idle stream may sleep.
+ */
+int64_t relay_eos_idle_due_ms(const struct relay *r);
+
+/* relay_eos_flush() - a requested stop: commit what is open. 0 or -EIO. */
+int relay_eos_flush(struct relay *r);
+
+/* relay_eos_abort() - abort what is open (its records are produced again). 0 or -EIO. */
+int relay_eos_abort(struct relay *r);
+
+/*
+ * relay_eos_produce_failed() - a produce inside the open Kafka transaction
+ * failed with @e. When it is librdkafka's _STATE because a record of the
+ * transaction had failed (its delivery report not yet served), serve the
+ * reports, abort the transaction and record a retry (streaming again from
+ * the slot; the failed row meets its --on-error policy): returns
+ * -ECANCELED. Otherwise 0: the caller handles @e.
+ */
+int relay_eos_produce_failed(struct relay *r, const struct producer_error *e);
+
+/* relay_eos_checkpoint() - a checkpoint-only Kafka transaction up to @target when there is nothing else. */
+void relay_eos_checkpoint(struct relay *r, uint64_t target);
+
+/* relay_eos_resume() - the newest checkpoint @c says what is in Kafka already. */
+void relay_eos_resume(struct relay *r, const struct checkpoint *c);
+
+/* relay_eos_txn_begins() - a B line of a transaction ending at @end_lsn. */
+void relay_eos_txn_begins(struct relay *r, uint64_t end_lsn);
+
+/* relay_eos_skip_row() - true for a row of a split transaction that is in Kafka already. */
+bool relay_eos_skip_row(struct relay *r);
+
+/* relay_eos_report() - a delivery report of a record of the open Kafka transaction. */
+void relay_eos_report(struct relay *r, const struct producer_report *rep);
+
+/*
+ * relay_eos_poison() - remember the row @work_id of the transaction ending
+ * at @end_lsn whose record Kafka refused (@code, @reason), and fail the open
+ * Kafka transaction; after the abort and the replay the row meets its
+ * --on-error policy.
+ */
+void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const char *code,
+                      const char *reason);
+
+/* relay_eos_poisoned() - true (with the code and reason) for a remembered row. */
+bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *work_id, size_t len,
+                        char *ret_code, size_t code_size, char *ret_reason, size_t reason_size);
+
+/*
+ * relay_learn_topic_limit() - ask the cluster for @topic's max.message.bytes
+ * (DescribeConfigs, blocking up to 5 s after a standby status update) and
+ * remember it. Returns it, or 0 (logged) when it cannot be read.
+ */
+int64_t relay_learn_topic_limit(struct relay *r, const char *topic);
+
+/*
+ * relay_eos_poison_once() - for a remembered row refused as too large: the
+ * first time it comes again, true (and the mark is set), so that it is tried
+ * once more when it alone fits the topic (it may only have shared a batch).
+ */
+bool relay_eos_poison_once(struct relay *r, uint64_t end_lsn, const char *work_id, size_t len);
+
+/* relay_report.c: the server and the operator */
+
+/* relay_fail() - record the first failure (an enum relay_exit) and log it; later ones are logged only. */
+void relay_fail(struct relay *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* relay_send_status() - a standby status update now. Returns 0 or -EIO (recorded). */
+int relay_send_status(struct relay *r);
+
+/* relay_maybe_send_status() - on the interval, on request, soon after the flush LSN moved. */
+int relay_maybe_send_status(struct relay *r);
+
+/* relay_status_due_ms() - ms until relay_maybe_send_status() would send (0: now). */
+int64_t relay_status_due_ms(const struct relay *r);
+
+/*
+ * relay_note_reply_request() - a primary keepalive asked for a reply; a burst
+ * of them means the server is shutting down and waits for the relay.
+ */
+void relay_note_reply_request(struct relay *r, uint64_t wal_end);
+
+/*
+ * relay_note_standby() - a look found the slot held by another process,
+ * @holder says by whom (preflight_slot_explain()'s sentence). Logs the change
+ * to standby, or to another holder, once; then a reminder every
+ * RELAY_STANDBY_REMIND_MS; counts the look.
+ */
+void relay_note_standby(struct relay *r, const char *holder);
+
+/* relay_note_active() - streaming starts: logs the end of a standby, if it was one. */
+void relay_note_active(struct relay *r);
+
+#define RELAY_STANDBY_REMIND_MS (10 * 60 * 1000)
+
+/* relay_publish_metrics() - progress clocks, the stats line, and the numbers /metrics serves. */
+void relay_publish_metrics(struct relay *r);
+
+/* Clocks: monotonic ms, and wall-clock µs since the Unix epoch. */
+int64_t relay_mono_ms(void);
+int64_t relay_wall_us(void);
+
+#endif

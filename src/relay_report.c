@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * What the relay tells the server and the operator: standby status updates
+ * (write and flush LSN, on the interval, on request, soon after the ledger's
+ * flush LSN moved), the reading of a primary keepalive burst as a server
+ * shutdown, the first failure and its exit status, the numbers /metrics and
+ * /readyz serve, and the periodic stats line. See relay_private.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "relay_private.h"
+
+#define STOPPING_BURST 5          /* reply requests this close together: the server is shutting down */
+#define STOPPING_GAP_MS 200
+
+const char RELAY_STATE_STREAMING[] = "streaming";
+
+int64_t relay_mono_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t relay_wall_us(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void relay_fail(struct relay *r, int code, const char *fmt, ...)
+{
+        char msg[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        log_error("%s", msg);
+        if (!r->failure || (r->failure == RELAY_EXIT_RETRY && code != RELAY_EXIT_RETRY))
+                r->failure = code;
+}
+
+int relay_send_status(struct relay *r)
+{
+        char err[ERRLEN], a[LSN_STRLEN], b[LSN_STRLEN];
+        uint64_t flush = relay_confirmable_lsn(r);
+        uint64_t write = r->fb.write_lsn > flush ? r->fb.write_lsn : flush;
+
+        if (pgstream_send_status(r->pg, write, flush, relay_wall_us(), err, sizeof(err)) < 0) {
+                /* After a failure that ended the stream this only repeats it. */
+                if (!r->failure)
+                        relay_fail(r, RELAY_EXIT_RETRY, "could not send standby status update: %s", err);
+                return -EIO;
+        }
+        if (flush > r->fb.sent_flush_lsn)
+                r->stats.last_confirm_ms = r->stats.last_progress_ms = relay_mono_ms();
+        if (flush != r->fb.sent_flush_lsn)
+                log_debug("confirmed flush LSN %s (write %s, %" PRIu64 " messages outstanding)",
+                          lsn_format(flush, a), lsn_format(write, b), ledger_outstanding(r->ledger));
+        r->fb.sent_flush_lsn = flush;
+        r->fb.last_status_ms = relay_mono_ms();
+        r->fb.reply_pending = false;
+        r->stats.c.status_updates++;
+        relay_publish_metrics(r);
+        return 0;
+}
+
+int64_t relay_status_due_ms(const struct relay *r)
+{
+        int64_t since = relay_mono_ms() - r->fb.last_status_ms, left = r->fb.interval_ms - since;
+
+        if (r->fb.reply_pending)
+                return 0;
+        if (relay_confirmable_lsn(r) != r->fb.sent_flush_lsn && STATUS_MIN_GAP_MS - since < left)
+                left = STATUS_MIN_GAP_MS - since;
+        return left < 0 ? 0 : left;
+}
+
+int relay_maybe_send_status(struct relay *r)
+{
+        return relay_status_due_ms(r) == 0 ? relay_send_status(r) : 0;
+}
+
+/*
+ * A walsender that is shutting down (WalSndDone() in walsender.c) asks for a
+ * reply again as soon as it gets one, until the reported flush LSN equals
+ * what it sent. In normal streaming it asks at most every half
+ * wal_sender_timeout. A burst of requests therefore means a shutdown that
+ * waits for the relay: it gets a grace period for acks to drain, then the
+ * relay ends the stream (relay.c) rather than hold the shutdown up.
+ */
+void relay_note_reply_request(struct relay *r, uint64_t wal_end)
+{
+        int64_t now = relay_mono_ms();
+        char a[LSN_STRLEN];
+
+        r->fb.reply_burst = now - r->fb.last_reply_req_ms < STOPPING_GAP_MS ? r->fb.reply_burst + 1 : 1;
+        r->fb.last_reply_req_ms = now;
+        r->fb.reply_pending = true;
+        if (r->fb.reply_burst >= STOPPING_BURST && !r->fb.server_stopping_ms) {
+                r->fb.server_stopping_ms = now;
+                log_info("the server is shutting down and waits for confirmation of LSN %s (%" PRIu64
+                         " messages unacknowledged)", lsn_format(wal_end, a),
+                         ledger_outstanding(r->ledger));
+        }
+}
+
+void relay_note_standby(struct relay *r, const char *holder)
+{
+        struct relay_standby *sb = &r->standby;
+        int64_t now = relay_mono_ms();
+
+        r->stats.c.standby_checks++;
+        if (!sb->on) {
+                sb->on = true;
+                sb->since_ms = now;
+        } else if (strcmp(sb->holder, holder) == 0 && now - sb->logged_ms < RELAY_STANDBY_REMIND_MS) {
+                return;
+        }
+        if (strcmp(sb->holder, holder) == 0 && sb->logged_ms)
+                log_info("%s: still waiting as a warm standby (for %" PRId64 " min; a reminder every "
+                         "%d min)", holder, (now - sb->since_ms) / 60000,
+                         RELAY_STANDBY_REMIND_MS / 60000);
+        else
+                log_info("%s: waiting as a warm standby (logged again when the holder changes, "
+                         "else every %d min)", holder, RELAY_STANDBY_REMIND_MS / 60000);
+        snprintf(sb->holder, sizeof(sb->holder), "%s", holder);
+        sb->logged_ms = now;
+}
+
+void relay_note_active(struct relay *r)
+{
+        struct relay_standby *sb = &r->standby;
+
+        if (sb->on)
+                log_info("the slot is free: taking over after %.1f s as a warm standby",
+                         (relay_mono_ms() - sb->since_ms) / 1000.0);
+        *sb = (struct relay_standby){0};
+}
+
+/* The periodic one-line summary at info level (--stats-interval). */
+static void maybe_log_stats(struct relay *r, int64_t now, int64_t oldest_ms)
+{
+        struct relay_stats *st = &r->stats;
+        int64_t span = now - st->last_stats_ms;
+        uint64_t flush = ledger_flush_lsn(r->ledger), errors;
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+
+        if (r->conf->stats_interval_ms <= 0 || !st->errors)
+                return;
+        errors = metrics_labels_total(st->errors);
+        if (!st->last_stats_ms) {
+                st->last_stats_ms = now;
+                return;
+        }
+        if (span < r->conf->stats_interval_ms)
+                return;
+        log_info("stats: %" PRIu64 " rows acknowledged in %.0f s (%.1f/s), %" PRIu64 " dead-lettered, "
+                 "%" PRIu64 " delivery errors; confirmed LSN %s, server WAL end %s (lag %" PRIu64
+                 " bytes); %" PRIu64 " messages outstanding, oldest unacknowledged %.1f s; %" PRIu64
+                 " reconnects", st->c.acked - st->prev.acked, span / 1000.0,
+                 (st->c.acked - st->prev.acked) * 1000.0 / (double)span,
+                 st->c.dead_lettered - st->prev.dead_lettered, errors - st->prev_errors,
+                 lsn_format(flush, a), lsn_format(r->fb.server_lsn, b),
+                 r->fb.server_lsn > flush ? r->fb.server_lsn - flush : 0, ledger_outstanding(r->ledger),
+                 oldest_ms / 1000.0, st->c.reconnects);
+        st->prev = st->c;
+        st->prev_errors = errors;
+        st->last_stats_ms = now;
+}
+
+void relay_publish_metrics(struct relay *r)
+{
+        int64_t oldest, now = relay_mono_ms(), oldest_ms = 0;
+        bool pending = ledger_oldest_stamp(r->ledger, &oldest) == 0;
+
+        /* Commit time of the oldest transaction read but not yet confirmable. */
+        if (pending && relay_wall_us() > oldest)
+                oldest_ms = (relay_wall_us() - oldest) / 1000;
+        if (!pending && r->streaming) {
+                /* Nothing waits for Kafka: caught up, which is progress. */
+                r->stats.last_progress_ms = now;
+                if (relay_confirmable_lsn(r) == r->fb.sent_flush_lsn &&
+                    relay_confirmable_lsn(r) == ledger_flush_lsn(r->ledger))
+                        r->stats.last_confirm_ms = now;
+        }
+        maybe_log_stats(r, now, oldest_ms);
+        if (!r->metrics)
+                return;
+        metrics_update(r->metrics, &(struct metrics_snapshot){
+                .c = r->stats.c,
+                .flush_lsn = relay_confirmable_lsn(r),
+                .checkpoint_lsn = r->watch.ckpt_acked,
+                .write_lsn = r->fb.write_lsn,
+                .server_lsn = r->fb.server_lsn,
+                .outstanding = ledger_outstanding(r->ledger),
+                .inflight_bytes = r->prod ? producer_inflight_bytes(r->prod) : 0,
+                .oldest_unacked_ms = oldest_ms,
+                .since_confirm_ms = r->stats.last_confirm_ms ? now - r->stats.last_confirm_ms : -1,
+                .since_progress_ms = r->stats.last_progress_ms ? now - r->stats.last_progress_ms : -1,
+                .ready_timeout_ms = r->conf->ready_timeout_ms,
+                .brokers_up = r->prod ? producer_brokers_up(r->prod) : 0,
+                .streaming = r->streaming && !r->failure && r->state == RELAY_STATE_STREAMING,
+                .standby = r->standby.on,
+                .state = r->failure ? "failed" : r->state,
+                .blocked = relay_watch_blocked(r),
+                .published_by_topic = r->stats.topics,
+                .errors_by_code = r->stats.errors,
+                .latency = &r->stats.latency,
+                .exactly_once = r->conf->exactly_once,
+                .txn_committed = r->eos.stats_committed,
+                .txn_aborted = r->eos.stats_aborted,
+                .txn_records = r->eos.stats_rows,
+                .txn_commit_latency = &r->eos.commit_latency,
+        });
+}

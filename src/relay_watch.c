@@ -1,0 +1,739 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * What the relay keeps true while it runs, and how it knows before it
+ * confirms. Two watchers gate every standby status update: the confirmed
+ * LSN is the least of the ledger's flush LSN, the newest checkpoint Kafka
+ * acknowledged, and the LSN the side connection last verified.
+ *
+ * The checkpoint (checkpoint.h): before a session streams, the newest
+ * checkpoint of the slot is read and compared with the slot. A slot
+ * confirmed beyond it was moved by someone else, and a checkpoint written
+ * by a relay with another table set or row mapping means two relays would
+ * take turns with one slot: both stop the relay (exit 3) unless the
+ * operator accepts them. While streaming, a checkpoint record chases the
+ * verified, acknowledged LSN, at most every STATUS_MIN_GAP_MS.
+ *
+ * The side connection (pgside.h): one ordinary connection runs a round of
+ * catalog checks whenever there is something new to confirm and at least
+ * every status interval: each configured outbox name still the same
+ * relation (OID), a table, permanent (not UNLOGGED or TEMPORARY), the slot
+ * unmoved since the relay read it, and this relay's walsender not a
+ * synchronous standby. A round that passes verifies every LSN received
+ * before it was sent. A failed check stops the relay without confirming
+ * past the last verified LSN. See relay_private.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cloudevents.h"
+#include "log.h"
+#include "relay_private.h"
+
+#define ROUND_MIN_GAP_MS 50       /* rounds at most this often while there is something to verify */
+#define SIDE_RETRY_MS 1000        /* after a lost side connection */
+#define CHECKPOINT_READ_MS 30000  /* reading the newest checkpoint, at most */
+#define CHECKPOINT_ACK_MS 30000   /* waiting for a checkpoint written before streaming */
+#define TOPIC_MS 15000            /* creating or describing the checkpoint topic */
+#define CHECKPOINT_RETRY_MS 5000  /* reading it again while Kafka is away */
+
+int relay_watch_init(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        const struct relay_config *conf = r->conf;
+        char host[128] = "";
+
+        config_mapping(conf, w->mapping, sizeof(w->mapping));
+        checkpoint_digest(w->mapping, w->digest);
+        gethostname(host, sizeof(host) - 1);
+        snprintf(w->writer, sizeof(w->writer), "%s PID %ld, outbox-relay %s", host, (long)getpid(),
+                 RELAY_VERSION);
+        w->side = pgside_new(conf->conninfo);
+        if (!w->side)
+                return -ENOMEM;
+        w->schemas = preflight_watch_array(conf->tables, conf->ntables, true);
+        w->tables = preflight_watch_array(conf->tables, conf->ntables, false);
+        if (!w->schemas || !w->tables)
+                return -ENOMEM;
+        w->src = (struct checkpoint_source){
+                .brokers = conf->brokers,
+                .props = r->prod_props,
+                .nprops = conf->nprops,
+                .topic = conf->checkpoint_topic,
+        };
+        return 0;
+}
+
+void relay_watch_free(struct relay *r)
+{
+        r->watch.side = pgside_free(r->watch.side);
+        free(r->watch.schemas);
+        free(r->watch.tables);
+}
+
+uint64_t relay_confirmable_lsn(const struct relay *r)
+{
+        const struct relay_watch *w = &r->watch;
+        uint64_t c = ledger_flush_lsn(r->ledger);
+
+        if (w->ckpt_unknown)
+                return r->fb.sent_flush_lsn;
+        if (w->ckpt_acked < c)
+                c = w->ckpt_acked;
+        if (w->verified < c)
+                c = w->verified;
+        return c > r->fb.sent_flush_lsn ? c : r->fb.sent_flush_lsn;
+}
+
+const char *relay_watch_blocked(const struct relay *r)
+{
+        const struct relay_watch *w = &r->watch;
+
+        if (!r->streaming)
+                return NULL;
+        if (w->side_down)
+                return "the side connection to the database is down: nothing new is confirmed until "
+                       "it is back";
+        if (w->ckpt_unknown)
+                return "the newest checkpoint could not be read from Kafka: nothing new is confirmed "
+                       "until it is";
+        return NULL;
+}
+
+int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size)
+{
+        const struct relay_watch *w = &r->watch;
+        int n;
+
+        snprintf(c->digest, sizeof(c->digest), "%s", w->digest);
+        snprintf(c->mapping, sizeof(c->mapping), "%s", w->mapping);
+        snprintf(c->mode, sizeof(c->mode), "%s", mode);
+        snprintf(c->writer, sizeof(c->writer), "%s", w->writer);
+        ce_format_time(relay_wall_us(), c->time, sizeof(c->time));
+        n = checkpoint_format(c, value, size);
+        if (n < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot format a checkpoint record: %s", strerror(-n));
+                return -EIO;
+        }
+        return n;
+}
+
+/* Produce a checkpoint of @lsn. Returns 0, -ENOBUFS (queue full: later), or -EIO (recorded). */
+static int send_checkpoint(struct relay *r, uint64_t lsn, bool wait_queue)
+{
+        struct relay_watch *w = &r->watch;
+        struct checkpoint c = {.lsn = lsn};
+        struct producer_error e;
+        struct producer_msg m;
+        char value[CHECKPOINT_VALUE_MAX];
+        int n, ret;
+
+        n = relay_checkpoint_value(r, &c, w->digest[0] ? "at-least-once" : "slot created", value,
+                                   sizeof(value));
+        if (n < 0)
+                return n;
+        m = (struct producer_msg){
+                .topic = r->conf->checkpoint_topic,
+                .key = w->key,
+                .key_len = strlen(w->key),
+                .value = value,
+                .value_len = (size_t)n,
+                .ticket = TICKET_CHECKPOINT | ++w->ckpt_seq,
+        };
+        ret = wait_queue ? relay_produce(r, &m, &e) : producer_send(r->prod, &m, &e);
+        if (ret == -ENOBUFS)
+                return ret;
+        if (ret < 0) {
+                relay_fail(r, e.fault == PRODUCER_FAULT_CLUSTER ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT,
+                           "cannot write a checkpoint record to topic \"%s\": %s (%s)%s",
+                           r->conf->checkpoint_topic, e.text, e.name, e.fault == PRODUCER_FAULT_CLUSTER ?
+                           "" : "; the relay's Kafka principal needs WRITE and READ on it");
+                if (e.fault == PRODUCER_FAULT_CLUSTER)
+                        r->producer_broken = true;
+                return -EIO;
+        }
+        w->ckpt_inflight = lsn;
+        w->ckpt_inflight_seq = w->ckpt_seq;
+        w->ckpt_sent_ms = relay_mono_ms();
+        return 0;
+}
+
+void relay_watch_checkpoint_report(struct relay *r, const struct producer_report *rep)
+{
+        struct relay_watch *w = &r->watch;
+        uint64_t seq = rep->msg.ticket & ~TICKET_CHECKPOINT;
+
+        if (seq != w->ckpt_inflight_seq)
+                return;  /* from before a producer restart */
+        if (rep->error.code == 0) {
+                if (w->ckpt_inflight > w->ckpt_acked)
+                        w->ckpt_acked = w->ckpt_inflight;
+                w->ckpt_inflight = LSN_INVALID;
+                return;
+        }
+        w->ckpt_inflight = LSN_INVALID;
+        if (rep->error.fault == PRODUCER_FAULT_CLUSTER) {
+                relay_fail(r, RELAY_EXIT_RETRY, "writing a checkpoint record to topic \"%s\" failed: %s "
+                           "(%s); discarding the producer and streaming again from the slot",
+                           r->conf->checkpoint_topic, rep->error.text, rep->error.name);
+                r->producer_broken = true;
+                return;
+        }
+        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "Kafka refused the checkpoint record for topic \"%s\": %s "
+                   "(%s). Without it the relay confirms nothing. %s, then start the relay again",
+                   r->conf->checkpoint_topic, rep->error.text, rep->error.name,
+                   producer_fix(rep->error.code) ? producer_fix(rep->error.code) :
+                   "Let the topic take it (create it compacted, raise its max.message.bytes)");
+}
+
+/* Once per process: the checkpoint topic exists, compacted, with one partition. */
+static int ensure_topic(struct relay *r)
+{
+        static const char *const config[] = {
+                "cleanup.policy", "compact",
+                /* Roll segments hourly so that compaction keeps the topic small. */
+                "segment.ms", "3600000",
+                "min.compaction.lag.ms", "0",
+        };
+        struct relay_watch *w = &r->watch;
+        const char *topic = r->conf->checkpoint_topic;
+        char err[ERRLEN], policy[64];
+        int32_t broker;
+        bool exists = false;
+        int ret;
+
+        if (w->topic_ok)
+                return 0;
+        /* Metadata for all topics: naming one could make the broker auto-create it, uncompacted. */
+        if (producer_topics_exist(r->prod, &topic, 1, TOPIC_MS, &exists, &broker, err, sizeof(err)) < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot look for the checkpoint topic \"%s\": %s", topic,
+                           err);
+                return -EIO;
+        }
+        if (exists) {
+                /* Reading its configuration needs DESCRIBE_CONFIGS, which the relay may lack: then say nothing. */
+                if (producer_topic_config(r->prod, topic, "cleanup.policy", TOPIC_MS, policy,
+                                          sizeof(policy), err, sizeof(err)) == 0 && !strstr(policy, "compact"))
+                        log_warning("the checkpoint topic \"%s\" has cleanup.policy=%s: retention can delete "
+                                    "the newest checkpoint, and a relay then cannot tell whether someone "
+                                    "else moved the slot; fix: kafka-configs.sh --alter --entity-type topics "
+                                    "--entity-name %s --add-config cleanup.policy=compact", topic, policy,
+                                    topic);
+                w->topic_ok = true;
+                return 0;
+        }
+        ret = producer_create_topic(r->prod, topic, 1, config, sizeof(config) / sizeof(config[0]) / 2,
+                                    TOPIC_MS, err, sizeof(err));
+        if (ret == -EACCES) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "the checkpoint topic \"%s\" does not exist and the "
+                           "relay's Kafka principal may not create it (%s): create it with one partition "
+                           "and cleanup.policy=compact (kafka-topics.sh --create --topic %s --partitions 1 "
+                           "--config cleanup.policy=compact) and grant the relay READ, WRITE and DESCRIBE "
+                           "on it, or grant it CREATE", topic, err, topic);
+                return -EACCES;
+        }
+        if (ret < 0 && ret != -EEXIST) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot create the checkpoint topic \"%s\": %s", topic, err);
+                return -EIO;
+        }
+        if (ret == 0)
+                log_info("created the checkpoint topic \"%s\" (compacted, 1 partition)", topic);
+        w->topic_ok = true;
+        return 0;
+}
+
+/* Write a checkpoint of @lsn and wait for Kafka to acknowledge it. Returns 0 or -EIO (recorded). */
+static int checkpoint_now(struct relay *r, uint64_t lsn)
+{
+        struct relay_watch *w = &r->watch;
+        int64_t deadline = relay_mono_ms() + CHECKPOINT_ACK_MS;
+
+        if (send_checkpoint(r, lsn, true) < 0)
+                return -EIO;
+        while (w->ckpt_inflight && !r->failure && !*r->stop && relay_mono_ms() < deadline)
+                relay_wait(r, 100, 0);
+        if (r->failure || *r->stop)
+                return -EIO;
+        if (w->ckpt_acked < lsn) {
+                relay_fail(r, RELAY_EXIT_RETRY, "Kafka did not acknowledge the checkpoint record within %d "
+                           "s", CHECKPOINT_ACK_MS / 1000);
+                return -EIO;
+        }
+        return 0;
+}
+
+/*
+ * The newest checkpoint of the slot into @c (*ret_found false if none),
+ * waiting up to @timeout_ms. Returns 0; -EAGAIN when Kafka could not be
+ * asked now (the reason in @err: worth trying again); -EINVAL after recording
+ * a failure no retry cures.
+ */
+static int read_newest(struct relay *r, int timeout_ms, struct checkpoint *c, bool *ret_found,
+                       bool *ret_no_topic, char *err, size_t errlen)
+{
+        struct relay_watch *w = &r->watch;
+        int ret;
+
+        if (!w->key[0] && checkpoint_key(r->system_id, r->pre.dbname, r->conf->slot, w->key,
+                                         sizeof(w->key)) < 0) {
+                relay_fail(r, RELAY_EXIT_USAGE, "the checkpoint key of slot \"%s\" is too long",
+                           r->conf->slot);
+                return -EINVAL;
+        }
+        ret = ensure_topic(r);
+        if (ret == -EACCES)
+                return -EINVAL;
+        if (ret < 0) {
+                /* ensure_topic() recorded it; a cluster that does not answer is worth waiting for. */
+                r->failure = 0;
+                snprintf(err, errlen, "cannot look for the checkpoint topic");
+                return -EAGAIN;
+        }
+        ret = checkpoint_read(&w->src, w->key, timeout_ms, c, ret_found, ret_no_topic, err, errlen);
+        if (ret == -EBADMSG) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "%s: something else writes to the checkpoint topic; "
+                           "give the relay a topic of its own with --checkpoint-topic", err);
+                return -EINVAL;
+        }
+        return ret < 0 ? -EAGAIN : 0;
+}
+
+/* The checkpoint @c, found, comes from a relay with another mapping: stop unless accepted. */
+static int mapping_differs(struct relay *r, const struct checkpoint *c)
+{
+        struct relay_watch *w = &r->watch;
+        char a[LSN_STRLEN];
+
+        if (r->conf->accept_config_change)
+                return 0;
+        relay_fail(r, RELAY_EXIT_ENVIRONMENT,
+                   "the newest checkpoint of slot \"%s\" (LSN %s, written by %s at %s) comes from a relay "
+                   "with another table set or row mapping: theirs \"%s\", this one \"%s\". Two relays "
+                   "configured differently must not share a slot: each would confirm rows only the "
+                   "other publishes. Give this configuration its own --slot; if the change is "
+                   "deliberate and no relay with the old configuration runs any more, start once with "
+                   "--accept-config-change", r->conf->slot, lsn_format(c->lsn, a), c->writer, c->time,
+                   c->mapping, w->mapping);
+        return -EINVAL;
+}
+
+/* How often a warm standby reads the slot's newest checkpoint: from soon, doubling, to at most. */
+#define STANDBY_FIRST_CHECK_MS 2000
+#define STANDBY_RECHECK_MS 60000
+
+int relay_watch_standby(struct relay *r)
+{
+        struct checkpoint c;
+        bool found, no_topic;
+        char err[ERRLEN];
+        int ret;
+
+        /*
+         * A standby configured differently from the active relay says so while it waits, not at
+         * takeover: soon while the slot's checkpoint has no mapping yet (the active relay writes its
+         * first one when it first confirms), then now and then, since the active relay may be
+         * replaced by one with --accept-config-change meanwhile.
+         */
+        if (relay_mono_ms() < r->watch.standby_next_ms)
+                return 0;
+        ret = read_newest(r, CHECKPOINT_READ_MS, &c, &found, &no_topic, err, sizeof(err));
+        if (ret == 0 && found && c.digest[0])
+                r->watch.standby_gap_ms = STANDBY_RECHECK_MS;
+        else if (r->watch.standby_gap_ms < STANDBY_FIRST_CHECK_MS)
+                r->watch.standby_gap_ms = STANDBY_FIRST_CHECK_MS;
+        else if (r->watch.standby_gap_ms < STANDBY_RECHECK_MS)
+                r->watch.standby_gap_ms = 2 * r->watch.standby_gap_ms < STANDBY_RECHECK_MS ?
+                                          2 * r->watch.standby_gap_ms : STANDBY_RECHECK_MS;
+        r->watch.standby_next_ms = relay_mono_ms() + r->watch.standby_gap_ms;
+        if (ret == -EAGAIN)
+                return 0;  /* Kafka away: the next look, or the takeover, reads it */
+        if (ret < 0)
+                return ret;
+        if (found && c.digest[0] && strcmp(c.digest, r->watch.digest) != 0)
+                return mapping_differs(r, &c);
+        return 0;
+}
+
+/*
+ * Judge the newest checkpoint (@found: @c) against the slot's position @s
+ * read before streaming. Returns 0 (the checkpoint chase then writes what
+ * is missing), or -EINVAL after recording the failure.
+ */
+static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint *c, bool no_topic,
+                            uint64_t s)
+{
+        struct relay_watch *w = &r->watch;
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+
+        lsn_format(s, a);
+        /* An empty digest: written by `slot create`, which streams nothing; the first relay sets it. */
+        if (found && c->digest[0] && strcmp(c->digest, w->digest) != 0) {
+                if (mapping_differs(r, c) < 0)
+                        return -EINVAL;
+                log_warning("accepting a new table set or row mapping for slot \"%s\" as requested with "
+                            "--accept-config-change by %s (was \"%s\"); remove the option after this "
+                            "start", r->conf->slot, r->who, c->mapping);
+        } else if (r->conf->accept_config_change && !w->judged_once) {
+                log_warning("--accept-config-change has no effect: the newest checkpoint of slot \"%s\" "
+                            "has this relay's mapping; remove the option", r->conf->slot);
+        }
+        if (found && s > c->lsn && r->pre.slot_created && !w->judged_once) {
+                log_info("replication slot \"%s\" was created by this start (--create-slot): its "
+                         "checkpoint restarts at LSN %s (the newest was LSN %s, of an earlier slot of "
+                         "that name)", r->conf->slot, a, lsn_format(c->lsn, b));
+        } else if (found && s > c->lsn) {
+                if (r->conf->accept_slot_position != s) {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT,
+                                   "replication slot \"%s\" is confirmed up to LSN %s, beyond the newest "
+                                   "checkpoint of any relay of this slot, LSN %s (written by %s at %s): "
+                                   "someone else consumed the slot (pg_logical_slot_get_changes(), "
+                                   "pg_replication_slot_advance(), pg_recvlogical, or a relay configured "
+                                   "differently), and the outbox rows committed between LSN %s and %s were "
+                                   "never published by this relay. Publish them again from the outbox table "
+                                   "(README, \"Someone else moved the slot\"), then start once with "
+                                   "--accept-slot-position=%s", r->conf->slot, a, lsn_format(c->lsn, b),
+                                   c->writer, c->time, b, a, a);
+                        return -EINVAL;
+                }
+                log_warning("accepting replication slot \"%s\" moved by someone else from LSN %s to %s, as "
+                            "requested with --accept-slot-position by %s: rows committed in between are "
+                            "not published by this relay; remove the option after this start",
+                            r->conf->slot, lsn_format(c->lsn, b), a, r->who);
+        } else if (r->conf->accept_slot_position && !w->judged_once) {
+                log_warning("--accept-slot-position=%s has no effect: slot \"%s\" is confirmed up to %s, "
+                            "not beyond its checkpoint; remove the option",
+                            lsn_format(r->conf->accept_slot_position, b), r->conf->slot, a);
+        }
+        if (!found && !r->pre.slot_created)
+                log_warning("no checkpoint of slot \"%s\" in topic \"%s\"%s: adopting the slot's position, "
+                            "LSN %s (the first start of a relay that keeps checkpoints, or the topic was "
+                            "deleted); from now on a slot moved by someone else stops the relay",
+                            r->conf->slot, r->conf->checkpoint_topic, no_topic ? " (no such topic)" : "", a);
+        /*
+         * What a relay of this mapping published is known from here on. A
+         * checkpoint that must change (none yet, another mapping, an accepted
+         * position) is written by the chase before anything is confirmed.
+         */
+        w->ckpt_acked = found && c->lsn >= s && strcmp(c->digest, w->digest) == 0 ? c->lsn : LSN_INVALID;
+        /* A rewritten checkpoint never claims less than the newest one did. */
+        w->ckpt_floor = found ? c->lsn : LSN_INVALID;
+        w->ckpt_unknown = false;
+        w->judged_once = true;
+        if (relay_eos_on(r))
+                relay_eos_resume(r, found ? c : &(struct checkpoint){.lsn = LSN_INVALID});
+        return 0;
+}
+
+int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot)
+{
+        struct relay_watch *w = &r->watch;
+        struct checkpoint c;
+        char err[ERRLEN];
+        bool found, no_topic;
+        int ret;
+
+        w->verified = LSN_INVALID;       /* nothing new is confirmed before the first round */
+        w->slot_start_lsn = slot->confirmed_flush_lsn;
+        /*
+         * What the server holds now is the floor: after a server restart it can
+         * be less than what this relay confirmed before, and confirming that
+         * again before the first round would look like someone else moving
+         * the slot.
+         */
+        r->fb.sent_flush_lsn = slot->confirmed_flush_lsn;
+        w->slot_checked = false;
+        w->ckpt_inflight = LSN_INVALID;
+        ret = read_newest(r, CHECKPOINT_READ_MS, &c, &found, &no_topic, err, sizeof(err));
+        if (ret == -EAGAIN && w->judged_once) {
+                /*
+                 * Kafka is away, and this process judged the slot before: stream
+                 * now (holding the slot, serving the server) and judge before
+                 * anything is confirmed, once Kafka answers.
+                 */
+                log_warning("cannot read the newest checkpoint of slot \"%s\" now (%s): streaming, but "
+                            "confirming nothing until it is read", r->conf->slot, err);
+                w->ckpt_unknown = true;
+                w->ckpt_retry_ms = relay_mono_ms() + CHECKPOINT_RETRY_MS;
+                return 0;
+        }
+        if (ret == -EAGAIN) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot read the newest checkpoint of slot \"%s\" from "
+                           "topic \"%s\": %s", r->conf->slot, r->conf->checkpoint_topic, err);
+                return -EIO;
+        }
+        if (ret < 0)
+                return ret;
+        return judge_checkpoint(r, found, &c, no_topic, slot->confirmed_flush_lsn);
+}
+
+/* While streaming without a judged checkpoint: try again once Kafka answers. */
+static void retry_checkpoint(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        struct checkpoint c;
+        char err[ERRLEN];
+        bool found, no_topic;
+        int64_t timeout = r->fb.interval_ms < CHECKPOINT_READ_MS ? r->fb.interval_ms : CHECKPOINT_READ_MS;
+        int ret;
+
+        if (!w->ckpt_unknown || relay_mono_ms() < w->ckpt_retry_ms || producer_brokers_up(r->prod) <= 0)
+                return;
+        /* The read blocks for at most a status interval: the server hears from the relay first. */
+        relay_send_status(r);
+        ret = read_newest(r, (int)timeout, &c, &found, &no_topic, err, sizeof(err));
+        if (ret == -EAGAIN) {
+                w->ckpt_retry_ms = relay_mono_ms() + CHECKPOINT_RETRY_MS;
+                return;
+        }
+        if (ret == 0 && judge_checkpoint(r, found, &c, no_topic, w->slot_start_lsn) == 0)
+                log_info("read the newest checkpoint of slot \"%s\": confirming again", r->conf->slot);
+}
+
+void relay_watch_stream_started(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+
+        w->walsender_pid = pgstream_backend_pid(r->pg);
+        w->round_lsn = LSN_INVALID;
+        w->last_round_ms = 0;
+        w->side_retry_ms = 0;
+}
+
+/* Act on a round's result. Returns 0 if everything holds. */
+static int judge_round(struct relay *r, PGresult *res)
+{
+        struct relay_watch *w = &r->watch;
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+        uint64_t confirmed = r->fb.sent_flush_lsn;
+
+        lsn_format(confirmed, a);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || (size_t)PQntuples(res) != r->conf->ntables) {
+                log_warning("the side connection's catalog check failed: %s; nothing new is confirmed "
+                            "until it passes", PQresultErrorMessage(res));
+                return -EAGAIN;
+        }
+        for (size_t i = 0; i < r->conf->ntables; i++) {
+                const struct table_name *t = &r->conf->tables[i];
+                uint32_t oid = PQgetisnull(res, (int)i, 1) ? 0 :
+                               (uint32_t)strtoul(PQgetvalue(res, (int)i, 1), NULL, 10);
+                char kind = PQgetisnull(res, (int)i, 2) ? '?' : PQgetvalue(res, (int)i, 2)[0];
+                char persistence = PQgetisnull(res, (int)i, 3) ? '?' : PQgetvalue(res, (int)i, 3)[0];
+
+                if (!oid) {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "outbox table \"%s\".\"%s\" no longer exists "
+                                   "(dropped or renamed while the relay ran): rows inserted under another "
+                                   "name are not published. Stopping; nothing after LSN %s is confirmed. "
+                                   "Put the table back under its name, or restart the relay with the new "
+                                   "name (--table)", t->schema, t->table, a);
+                        return -EINVAL;
+                }
+                if (oid != r->pre.table_oids[i]) {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "outbox table \"%s\".\"%s\" is another "
+                                   "relation now (OID %u, was %u when the relay started): it was dropped "
+                                   "and created again, or another table was renamed to its name. Stopping; "
+                                   "nothing after LSN %s is confirmed. Check which rows of either table "
+                                   "were published, then restart the relay", t->schema, t->table, oid,
+                                   r->pre.table_oids[i], a);
+                        return -EINVAL;
+                }
+                if (kind != 'r') {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "outbox table \"%s\".\"%s\" is no longer a "
+                                   "plain table (relkind '%c'). Stopping; nothing after LSN %s is confirmed",
+                                   t->schema, t->table, kind, a);
+                        return -EINVAL;
+                }
+                if (persistence != 'p') {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "outbox table \"%s\".\"%s\" is %s now: rows "
+                                   "inserted into it are not written to the WAL, so they are never "
+                                   "published, not even after SET LOGGED. Stopping; nothing after LSN %s "
+                                   "is confirmed. Make it LOGGED again, publish the rows inserted since it "
+                                   "became unlogged by other means, then restart the relay (sql/outbox.sql's "
+                                   "event trigger refuses such DDL at the source)", t->schema, t->table,
+                                   persistence == 'u' ? "UNLOGGED" : "TEMPORARY", a);
+                        return -EINVAL;
+                }
+        }
+        if (!w->slot_checked && !PQgetisnull(res, 0, 5)) {
+                uint64_t now = LSN_INVALID;
+
+                lsn_parse(PQgetvalue(res, 0, 5), strlen(PQgetvalue(res, 0, 5)), &now);
+                if (now > w->slot_start_lsn) {
+                        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "replication slot \"%s\" moved from LSN %s to "
+                                   "%s between the relay's reading it and its starting to stream: someone "
+                                   "else consumed it, and the outbox rows committed in between were never "
+                                   "published by this relay. Publish them again from the outbox table, then "
+                                   "start once with --accept-slot-position=%s", r->conf->slot,
+                                   lsn_format(w->slot_start_lsn, b), lsn_format(now, a), a);
+                        return -EINVAL;
+                }
+                w->slot_checked = true;
+        }
+        if (!PQgetisnull(res, 0, 6)) {
+                const char *sync = PQgetvalue(res, 0, 6);
+                bool bad = strcmp(sync, "sync") == 0 || strcmp(sync, "quorum") == 0 ||
+                           strcmp(sync, "potential") == 0;
+
+                if (bad && strcmp(sync, w->sync_state) != 0)
+                        log_error("this relay's walsender (PID %d) is a synchronous standby (sync_state "
+                                  "\"%s\" in pg_stat_replication): every commit in the cluster now waits "
+                                  "for the relay, that is for Kafka. Name the physical standbys in "
+                                  "synchronous_standby_names explicitly (not '*', and not the relay's "
+                                  "application_name), then SELECT pg_reload_conf()", w->walsender_pid, sync);
+                else if (!bad && w->sync_state[0] && strcmp(w->sync_state, "async") != 0)
+                        log_info("this relay's walsender is no longer a synchronous standby (sync_state "
+                                 "\"%s\")", sync);
+                snprintf(w->sync_state, sizeof(w->sync_state), "%s", sync);
+        }
+        return 0;
+}
+
+/* Start a round if one is due. */
+static void maybe_start_round(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        int64_t now = relay_mono_ms();
+        uint64_t received = r->fb.server_lsn > r->fb.write_lsn ? r->fb.server_lsn : r->fb.write_lsn;
+        const char *params[3] = {w->schemas, w->tables, r->conf->slot};
+
+        if (pgside_busy(w->side) || now < w->side_retry_ms)
+                return;
+        if (ledger_flush_lsn(r->ledger) > received)
+                received = ledger_flush_lsn(r->ledger);
+        if (!(received > w->verified && now - w->last_round_ms >= ROUND_MIN_GAP_MS) &&
+            now - w->last_round_ms < r->fb.interval_ms && w->slot_checked)
+                return;
+        if (pgside_query(w->side, PREFLIGHT_WATCH_SQL, 3, params) < 0)
+                return;
+        w->round_lsn = received;
+        w->last_round_ms = now;
+}
+
+/* Chase the verified, acknowledged LSN with a checkpoint record. */
+static void maybe_checkpoint(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        uint64_t target = ledger_flush_lsn(r->ledger);
+
+        if (w->verified < target)
+                target = w->verified;
+        if (w->ckpt_inflight || w->ckpt_unknown || target <= w->ckpt_acked ||
+            (r->failure && r->failure != RELAY_EXIT_DATA))
+                return;
+        if (target < w->ckpt_floor)
+                target = w->ckpt_floor;
+        if (relay_eos_on(r)) {
+                relay_eos_checkpoint(r, target);
+                return;
+        }
+        if (relay_mono_ms() - w->ckpt_sent_ms < STATUS_MIN_GAP_MS && relay_status_due_ms(r) > 0)
+                return;
+        send_checkpoint(r, target, false);
+}
+
+void relay_watch_poll_fd(const struct relay *r, struct pollfd *pfd)
+{
+        pfd->fd = r->streaming ? pgside_fd(r->watch.side) : -1;
+        pfd->events = pfd->fd >= 0 ? pgside_events(r->watch.side) : 0;
+}
+
+void relay_watch_serve(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        char err[ERRLEN];
+        PGresult *res;
+
+        /* After a row error the drain still confirms what came before it; after anything else, nothing. */
+        if (!r->streaming || (r->failure && r->failure != RELAY_EXIT_DATA))
+                return;
+        switch (pgside_serve(w->side, err, sizeof(err))) {
+        case PGSIDE_LOST:
+                if (!w->side_down)
+                        log_warning("lost the side connection to the database: %s; nothing new is "
+                                    "confirmed until it is back", err);
+                w->side_down = true;
+                w->side_retry_ms = relay_mono_ms() + SIDE_RETRY_MS;
+                break;
+        case PGSIDE_RESULT:
+                res = pgside_result(w->side);
+                if (w->side_down)
+                        log_info("the side connection to the database is back");
+                w->side_down = false;
+                if (judge_round(r, res) == 0 && w->round_lsn > w->verified) {
+                        w->verified = w->round_lsn;
+                        log_debug("verified the outbox tables and the slot up to LSN %s",
+                                  lsn_format(w->verified, (char[LSN_STRLEN]){0}));
+                }
+                PQclear(res);
+                break;
+        case PGSIDE_NONE:
+                break;
+        }
+        if (r->failure && r->failure != RELAY_EXIT_DATA)
+                return;
+        retry_checkpoint(r);
+        if (r->failure && r->failure != RELAY_EXIT_DATA)
+                return;
+        maybe_start_round(r);
+        maybe_checkpoint(r);
+}
+
+int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen)
+{
+        volatile sig_atomic_t never = 0;
+        struct relay r = {.conf = conf, .stop = &never, .stop_fd = -1, .state = "slot create"};
+        struct pgstream_system sys;
+        struct pgstream *pg = NULL;
+        int ret = -EIO;
+
+        r.ledger = ledger_new(LSN_INVALID);
+        r.prod_props = calloc(2 * conf->nprops + 1, sizeof(*r.prod_props));
+        if (!r.ledger || !r.prod_props || relay_watch_init(&r) < 0) {
+                snprintf(err, errlen, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < conf->nprops; i++) {
+                r.prod_props[2 * i] = conf->props[i].name;
+                r.prod_props[2 * i + 1] = conf->props[i].value;
+        }
+        r.prod_opts = (struct producer_options){.brokers = conf->brokers, .props = r.prod_props,
+                                                .nprops = conf->nprops};
+        if (pgstream_connect(conf->conninfo, &pg, &sys, err, errlen) < 0)
+                goto out;
+        snprintf(r.system_id, sizeof(r.system_id), "%s", sys.system_id);
+        snprintf(r.pre.dbname, sizeof(r.pre.dbname), "%s", sys.dbname);
+        if (producer_new(&r.prod_opts, relay_on_delivery, relay_on_kafka_event, &r, &r.prod, err,
+                         errlen) < 0)
+                goto out;
+        if (producer_check_brokers(r.prod, 10000, err, errlen) < 0) {
+                char why[512];
+
+                snprintf(why, sizeof(why), "%s", err);
+                snprintf(err, errlen, "the slot was created, but its first checkpoint cannot be written: "
+                         "no Kafka broker of \"%s\" answered within 10 s (%s). Give `slot create` the "
+                         "relay's -b and -X settings and run `slot drop --yes` and `slot create` again, or "
+                         "start the relay once with --accept-slot-position=%s", conf->brokers, why,
+                         lsn_format(lsn, (char[LSN_STRLEN]){0}));
+                goto out;
+        }
+        /* No mapping: `slot create` streams nothing; the first relay writes its own. */
+        r.watch.mapping[0] = r.watch.digest[0] = '\0';
+        if (checkpoint_key(r.system_id, r.pre.dbname, conf->slot, r.watch.key, sizeof(r.watch.key)) < 0 ||
+            ensure_topic(&r) < 0 || checkpoint_now(&r, lsn) < 0) {
+                snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
+                         "above); a relay started now will refuse the slot until it is accepted with "
+                         "--accept-slot-position", conf->checkpoint_topic);
+                goto out;
+        }
+        ret = 0;
+out:
+        pgstream_free(pg);
+        producer_free(r.prod);
+        relay_watch_free(&r);
+        ledger_free(r.ledger);
+        free(r.prod_props);
+        return ret;
+}

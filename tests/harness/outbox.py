@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writing outbox rows and reading them back, as every integration test does:
+rows inserted in one transaction with the LSNs and xid around its commit,
+the records read back indexed by work ID, and bounded waits until rows
+arrive and the slot confirms them.
+
+A `case` here is the integration suite's per-test Case (conftest.py): it has
+confirmed(slot) and logs()."""
+
+import collections
+import json
+import re
+from dataclasses import dataclass
+
+from .pg import format_lsn, parse_lsn
+from .procs import wait_until
+
+CE_HEADERS = ("ce_specversion", "ce_id", "ce_type", "ce_source", "ce_time", "content-type",
+              "ce_pglsn", "ce_pgxid")
+RFC3339_US = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+@dataclass
+class Commit:
+    xid: int                # txid_current() of the transaction (epoch included)
+    lsn_before: int         # pg_current_wal_lsn() inside the transaction, just before COMMIT
+    lsn_after: int          # pg_current_wal_lsn() right after COMMIT returned
+    work_ids: list
+
+    @property
+    def xid32(self):
+        """The 32-bit xid that WAL (and wal2json) carry."""
+        return self.xid & 0xFFFFFFFF
+
+
+def insert_rows(conn, rows, commit=True, extra_sql=()):
+    """Insert rows (dicts of outbox columns) in one transaction on conn
+    (autocommit off) and commit or roll back. Returns a Commit."""
+    cur = conn.cursor()
+    cur.execute("SELECT txid_current()")
+    xid = cur.fetchone()[0]
+    for r in rows:
+        cols = list(r.keys())
+        cur.execute("INSERT INTO outbox (%s) VALUES (%s)"
+                    % (", ".join(cols), ", ".join(["%s"] * len(cols))),
+                    [json.dumps(v) if isinstance(v, (dict, list)) else v for v in r.values()])
+    for sql in extra_sql:
+        cur.execute(sql)
+    cur.execute("SELECT pg_current_wal_lsn()::text")
+    before = parse_lsn(cur.fetchone()[0])
+    if commit:
+        conn.commit()
+    else:
+        conn.rollback()
+    cur.execute("SELECT pg_current_wal_lsn()::text")
+    after = parse_lsn(cur.fetchone()[0])
+    conn.commit()
+    return Commit(xid, before, after, [r["work_id"] for r in rows])
+
+
+def simple_rows(prefix, n, kind="order_received", start=0):
+    return [{"work_id": "%s-%d" % (prefix, i), "kind": kind,
+             "payload": {"n": i, "note": "row %d of %s" % (i, prefix)}}
+            for i in range(start, start + n)]
+
+
+def by_id(records):
+    """work ID (ce_id header) -> list of records with it."""
+    out = collections.defaultdict(list)
+    for r in records:
+        out[r.header("ce_id")].append(r)
+    return out
+
+
+def has_ids(ids):
+    ids = set(ids)
+    return lambda records: ids <= {r.header("ce_id") for r in records}
+
+
+def wait_confirmed(case, lsn, timeout=30, slot=None):
+    """Wait until the slot's confirmed_flush_lsn >= lsn; returns it."""
+    def reached():
+        c = case.confirmed(slot)
+        return c if c is not None and c >= lsn else None
+
+    def what():
+        c = case.confirmed(slot)
+        return "confirmed_flush_lsn >= %s (it is %s)" % (format_lsn(lsn),
+                                                         None if c is None else format_lsn(c))
+    return wait_until(reached, timeout, interval=0.1, what=what)
+
+
+def read_while_alive(reader, relay, until, timeout):
+    """reader.read_until(until), but give up as soon as the relay has exited
+    (a relay that stopped will not publish what is missing). Returns whether
+    until held."""
+    reader.read_until(lambda recs: until(recs) or not relay.alive, timeout)
+    if not until(reader.records) and not relay.alive:
+        reader.drain(timeout=10)
+    return until(reader.records)
+
+
+def arrive_and_confirm(case, reader, relay, ids, timeout=30):
+    """Read until the rows of work IDs ids arrived (failing at once if the relay
+    exited) and wait until the slot confirmed the newest of their
+    transactions; returns the records by work ID."""
+    assert read_while_alive(reader, relay, has_ids(ids), timeout), \
+        "rows %s did not arrive\n%s" % (
+            sorted(set(ids) - {r.header("ce_id") for r in reader.records}), case.logs())
+    assert relay.alive, relay.log
+    got = by_id(reader.records)
+    wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for i in ids for r in got[i]))
+    return got
+
+
+def delivered_and_confirmed(case, reader, ids, timeout=60):
+    """Read until the rows of work IDs ids arrived and wait until the slot
+    confirmed the newest transaction of everything read so far; returns that
+    LSN."""
+    assert reader.read_until(has_ids(ids), timeout), "rows did not arrive\n" + case.logs()
+    last = max(parse_lsn(r.header("ce_pglsn")) for r in reader.records)
+    wait_confirmed(case, last, timeout=timeout)
+    return last

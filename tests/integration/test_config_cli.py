@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The command line: --help exits 0 and lists the options README's Options
+table lists; a usage error (an unknown option, a bad value, a -X property
+the relay or librdkafka refuses) ends the relay by itself with exit 2 and
+exactly one error line that names what is wrong, before it connects
+anywhere.
+"""
+
+import os
+import re
+import time
+
+import harness
+import pytest
+from harness import EXIT_OK, EXIT_USAGE, run_relay, the_error
+
+NOWHERE = ["-d", "host=127.0.0.1 port=1 connect_timeout=2"]
+
+
+USAGE_CASES = [
+    (["-X", "linger.ms"], ['"linger.ms"', "NAME=VALUE"]),
+    (["-X", "=5"], ['"=5"', "NAME=VALUE"]),
+    (["-X", "enable.idempotence=false"], ["enable.idempotence=false", "refused"]),
+    (["-X", "enable.idempotence=0"], ["enable.idempotence=0", "refused"]),
+    (["-X", "acks=1"], ["acks=1", "refused", "acks=all"]),
+    (["-X", "acks=0"], ["acks=0", "refused"]),
+    (["-X", "request.required.acks=1"], ["request.required.acks=1", "refused"]),
+    (["-X", "delivery.report.only.error=true"], ["delivery.report.only.error", "refused"]),
+    # a Java producer's setting: every produce would fail with "Erroneous state" and the
+    # relay would reconnect forever
+    (["-X", "transactional.id=orders-tx"], ["transactional.id=orders-tx refused", "remove it"]),
+    (["-S", "Outbox"], ['"Outbox"', "slot"]),
+    (["-S", "out-box"], ['"out-box"', "slot"]),
+    (["-S", "s" * 64], ["s" * 64, "slot", "63"]),
+    (["--on-error=ignore"], ["--on-error", '"ignore"', "stop", "dead-letter"]),
+    (["--null-payload=drop"], ["--null-payload", '"drop"', "tombstone"]),
+    (["--skip-transaction=last"], ["--skip-transaction", '"last"', "LSN"]),
+    (["--dead-letter-transaction=1/2/3"], ["--dead-letter-transaction", "LSN"]),
+    (["--skip-transaction=0/1A", "--dead-letter-transaction=0/1A"], ["choose one remedy"]),
+    (["--dead-letter-topic=dead letters"], ["--dead-letter-topic", '"dead letters"']),
+    (["--topic", "outbox.${kind"], ["--topic", "outbox.${kind"]),
+    (["-t", "public.a.b"], ['"public.a.b"', "table"]),
+    (["--max-inflight-messages=0"], ["--max-inflight-messages", '"0"']),
+    (["--create-slot=yes"], ["--create-slot"]),
+]
+
+
+@pytest.mark.parametrize("argv,words", USAGE_CASES,
+                         ids=[" ".join(a)[:40] for a, _ in USAGE_CASES])
+def test_usage_error_is_one_line_and_exit_2(argv, words):
+    """Refused before connecting anywhere (the database here does not exist)."""
+    started = time.monotonic()
+    rc, out = run_relay(NOWHERE + argv, timeout=15)
+    assert rc == EXIT_USAGE, "argv %r: exit %s\n%s" % (argv, rc, out)
+    line = the_error(out)
+    assert out.strip().count("\n") == 0, "more than one line of output:\n" + out
+    for w in words:
+        assert w in line, "%r not in: %s" % (w, line)
+    assert time.monotonic() - started < 5, "a usage error should not wait for anything"
+
+
+@pytest.mark.parametrize("prop,words", [
+    ("no.such.property=1", ["no.such.property"]),
+    ("max.in.flight.requests.per.connection=10", ["max.in.flight"]),
+    ("compression.codec=zip", ["compression.codec", "zip"]),
+], ids=["unknown-property", "idempotence-conflict", "bad-value"])
+def test_kafka_property_librdkafka_refuses_exit_2(case, prop, words):
+    """librdkafka itself refuses the -X (unknown name, bad value, or a
+    setting the idempotent producer cannot have): a usage error, not a
+    failure worth retrying."""
+    rc, out = run_relay(case.relay_args("-X", prop), timeout=30)
+    assert rc == EXIT_USAGE, "exit %s\n%s" % (rc, out)
+    line = the_error(out)
+    for w in words:
+        assert w in line, "%r not in: %s" % (w, line)
+
+
+def test_metrics_address_malformed_exit_2(case):
+    rc, out = run_relay(case.relay_args("--metrics-address", "localhost-9187"), timeout=30)
+    assert rc == EXIT_USAGE, "exit %s\n%s" % (rc, out)
+    assert "localhost-9187" in the_error(out), out
+
+
+def test_help_exits_0():
+    rc, out = run_relay(["--help"], timeout=10)
+    assert rc == EXIT_OK, out
+    assert "--create-slot" in out, "help does not list --create-slot:\n" + out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--no-such-option"],
+    ["-d", "host=127.0.0.1", "--no-such-option"],
+    ["-d", "host=127.0.0.1", "-s", "not-a-number"],
+    ["-d", "host=127.0.0.1", "extra-positional-argument"],
+], ids=["unknown-option", "unknown-option-after-d", "bad-status-interval", "positional"])
+def test_usage_errors_exit_2(argv):
+    rc, out = run_relay(argv, timeout=10)
+    assert rc == EXIT_USAGE, "argv %r: exit %s\n%s" % (argv, rc, out)
+
+
+# An option line of --help: "  -c, --config=FILE    text", "      --create-slot    text";
+# a long argument runs into the text with one space.
+HELP_OPTION = re.compile(r"^  (?:(-\S), |    )(--[a-z][a-z0-9-]*)(?:=(\S+))?(?: +(.*))?$")
+# An option of README's table, in a code span: "-c, --config=FILE", "--yes".
+README_OPTION = re.compile(r"^(?:(-\S), )?(--[a-z][a-z0-9-]*)(?:=(.+))?$")
+
+
+def help_options():
+    """{long option: (short option, argument, default)} of --help's Options
+    section; None where there is none. The default is the last "(default: X)"
+    of the option's text."""
+    rc, out = run_relay(["--help"], timeout=10)
+    assert rc == EXIT_OK, out
+    assert "\nOptions:\n" in out, "no Options section in --help:\n" + out
+    opts = {}
+    for line in out.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0].splitlines():
+        m = HELP_OPTION.match(line)
+        assert m, "not an option line of --help: %r" % line
+        short, name, arg, text = m.groups()
+        defaults = re.findall(r"\(default: ([^)]*)\)", text or "")
+        assert name not in opts, "--help lists %s twice" % name
+        opts[name] = (short, arg, defaults[-1] if defaults else None)
+    return opts
+
+
+def readme_options():
+    """{long option: (short option, argument, default)} of README's Options
+    table. An option cell holds one or more code spans, each one option; the
+    default is the default cell's first code span, else its text."""
+    text = open(os.path.join(harness.TOP, "README.md")).read()
+    m = re.search(r"^### Options\n(.*?)(?=^#)", text, re.S | re.M)
+    assert m, "README has no \"### Options\" section"
+    opts, problems = {}, []
+    for line in m.group(1).splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+        assert len(cells) == 3, "README Options row without option, default and meaning: %r" % line
+        spans = re.findall(r"`([^`]*)`", cells[1])
+        default = spans[0] if spans else cells[1] or None
+        for span in re.findall(r"`([^`]*)`", cells[0]):
+            o = README_OPTION.match(span)
+            if not o:
+                problems.append("README's row %r names %r, not --long-name (with its short "
+                                "option, if any, as \"-x, --long\")" % (cells[0], span))
+                continue
+            short, name, arg = o.groups()
+            if name in opts:
+                problems.append("README's Options table lists %s twice" % name)
+            opts[name] = (short, arg, default)
+    return opts, problems
+
+
+def test_readme_options_match_help():
+    """README's Options table and --help list the same options, each with the
+    same short option and argument, and the same default where both give a
+    value (--help's "(default: ...)" without spaces, README's default cell)."""
+    helped = help_options()
+    documented, problems = readme_options()
+    assert len(helped) >= 40 and len(documented) >= 40, (sorted(helped), sorted(documented))
+    for name in sorted(set(helped) - set(documented)):
+        problems.append("%s is in --help but has no row in README's Options table" % name)
+    for name in sorted(set(documented) - set(helped)):
+        problems.append("%s has a row in README's Options table but is not in --help" % name)
+    for name in sorted(set(helped) & set(documented)):
+        (hshort, harg, hdef), (rshort, rarg, rdef) = helped[name], documented[name]
+        if hshort != rshort:
+            problems.append("%s: short option %s in --help, %s in README" % (name, hshort, rshort))
+        if harg != rarg:
+            problems.append("%s: argument %s in --help, %s in README" % (name, harg, rarg))
+        if hdef is not None and " " not in hdef and rdef is not None and hdef != rdef:
+            problems.append("%s: default %r in --help, %r in README" % (name, hdef, rdef))
+    assert not problems, "README's Options table and --help disagree:\n  " + "\n  ".join(problems)

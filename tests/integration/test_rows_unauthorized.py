@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A topic the relay may not write to: Kafka's TOPIC_AUTHORIZATION_FAILED is
+a row error like any other unpublishable row (README, "Rows that cannot be
+published"), never a reason to retry forever, to confirm past the row or to
+lose it.
+
+The suite's shared broker has no authentication, so these tests start a
+second broker of their own (harness SaslKafkaBroker, once for this module):
+SASL/PLAIN on its client listener, KRaft's StandardAuthorizer with
+allow.everyone.if.no.acl.found=false, no automatic topic creation. The
+super user "admin" creates each test's topics and grants the relay's user
+"relay" WRITE and DESCRIBE on the allowed topic (and on the dead-letter
+topic where the case wants one), nothing on the forbidden topic; the relay
+logs in as "relay" with -X sasl.* options, the test reads back as "admin".
+
+Without DESCRIBE on the forbidden topic the broker answers the relay's
+metadata request for it with TOPIC_AUTHORIZATION_FAILED, and librdkafka
+2.0.2 fails the queued message with that error in its delivery report.
+"""
+
+import os
+import re
+import shutil
+import time
+
+import pytest
+from harness import (CE_HEADERS, EXIT_OK, SaslKafkaBroker, TopicReader, by_id, format_lsn,
+                     free_port, has_ids, insert_rows, log_lines, make_tempdir, parse_lsn,
+                     read_while_alive, simple_rows, wait_confirmed)
+from harness.http import wait_metric
+from rows_helpers import REMEDY_DLQ, REMEDY_SKIP, assert_not_confirmed_past, stops_unpublishable
+
+USERS = {"admin": "admin-secret", "relay": "relay-secret"}
+CHECKPOINTS = "outbox-relay.checkpoints"
+OUTBOX = '"public"."outbox"'
+
+
+@pytest.fixture(scope="module")
+def sasl_kafka():
+    """The SASL broker with ACLs, for this module only."""
+    base = make_tempdir(prefix="outbox-relay-sasl-")
+    b = SaslKafkaBroker(base, USERS, heap="256m")
+    try:
+        b.start(timeout=240)
+        # the relay's checkpoint topic, made by an operator: the relay may not create topics here
+        b.create_topic(CHECKPOINTS, partitions=1, config={"cleanup.policy": "compact"})
+        b.grant("relay", [CHECKPOINTS], ("WRITE", "READ", "DESCRIBE"))
+        yield b
+    finally:
+        b.stop()
+        if not os.environ.get("OUTBOX_RELAY_KEEP_TMP"):
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def setup_topics(case, broker, granted, denied, describe_denied=False):
+    """Create the topics of kinds granted + denied as admin (one partition
+    each) and allow the relay WRITE and DESCRIBE on the granted ones only
+    (and, if describe_denied, DESCRIBE alone on the denied ones). Returns
+    {kind: topic}."""
+    topics = {k: case.topic(k) for k in list(granted) + list(denied)}
+    for t in topics.values():
+        broker.create_topic(t, partitions=1)
+    broker.grant("relay", [topics[k] for k in granted], ("WRITE", "DESCRIBE"))
+    if describe_denied:
+        broker.grant("relay", [topics[k] for k in denied], ("DESCRIBE",))
+    return topics
+
+
+def reader_for(case, broker, topics):
+    """A reader of topics logged in as admin (closed with the case)."""
+    cfg = broker.client_config()
+    rd = TopicReader(cfg.pop("bootstrap.servers"), list(topics), **cfg)
+    case.readers.append(rd)
+    return rd
+
+
+def start_relay(case, broker, *extra, **kw):
+    return case.relay(*(broker.relay_options("relay") + list(extra)),
+                      brokers=broker.bootstrap, **kw)
+
+
+def rows(prefix, n, kind="allowed", start=0):
+    return simple_rows(prefix, n, kind=kind, start=start)
+
+
+def check_auth_error(line, commit, work_id, topic):
+    """The stop line names the work ID, the table, the transaction's end LSN
+    (inside the commit's WAL window), the reason, the fix (WRITE on the
+    topic) and both remedies verbatim. Returns the end LSN text."""
+    problems = []
+    if 'work ID "%s"' % work_id not in line:
+        problems.append("work ID %r not named" % work_id)
+    if OUTBOX not in line:
+        problems.append("table %s not named" % OUTBOX)
+    skip, dlq = REMEDY_SKIP.findall(line), REMEDY_DLQ.findall(line)
+    end = skip[0] if skip else None
+    if not skip or skip != dlq:
+        problems.append("remedies --skip-transaction=LSN and --dead-letter-transaction=LSN "
+                        "not both given with one LSN")
+    elif not commit.lsn_before < parse_lsn(end) <= commit.lsn_after:
+        problems.append("remedy LSN %s is not the end of the transaction (%s, %s]"
+                        % (end, format_lsn(commit.lsn_before), format_lsn(commit.lsn_after)))
+    elif "ending at LSN %s" % end not in line:
+        problems.append("the transaction's end LSN is not named as such")
+    if not re.search(r"[Aa]uthorization failed", line):
+        problems.append("the reason (topic authorization failed) is missing")
+    if '"%s"' % topic not in line:
+        problems.append("the topic %s is not named" % topic)
+    if not re.search(r"\bWRITE\b", line):
+        problems.append("the fix (grant WRITE on the topic to the relay's principal) is missing")
+    assert not problems, "; ".join(problems) + ":\n" + line
+    return end
+
+
+@pytest.mark.parametrize("acl", ["none", "describe"])
+def test_unauthorized_topic_stops(case, sasl_kafka, acl):
+    """--on-error=stop (default): exit 4 with the row named and the fix
+    given; earlier transactions are confirmed, this one never; a restart
+    stops on the same row; nothing reaches the forbidden topic. With no
+    ACL at all the metadata request is refused; with DESCRIBE alone the
+    produce request is."""
+    topics = setup_topics(case, sasl_kafka, ["allowed"], ["forbidden"],
+                          describe_denied=acl == "describe")
+    reader = reader_for(case, sasl_kafka, topics.values())
+    relay = start_relay(case, sasl_kafka)
+    conn = case.connect(autocommit=False)
+    first = insert_rows(conn, rows("first", 2))
+    assert reader.read_until(has_ids(first.work_ids), 60), case.logs()
+    first_end = max(parse_lsn(r.header("ce_pglsn")) for r in reader.records)
+    wait_confirmed(case, first_end)
+
+    bad = insert_rows(conn, rows("same-txn", 1) + [
+        {"work_id": "denied-1", "kind": "forbidden", "payload": {"n": 1}}]
+        + rows("same-txn", 1, start=1))
+    insert_rows(conn, rows("later", 2))
+    t0 = time.monotonic()
+    line = stops_unpublishable(relay, timeout=120)
+    case.metric("auth_stop_seconds", "%.1f" % (time.monotonic() - t0), "s")
+    end = check_auth_error(line, bad, "denied-1", topics["forbidden"])
+    assert_not_confirmed_past(case, bad)
+    assert case.confirmed() >= first_end, "the earlier transaction was not confirmed"
+
+    relay2 = start_relay(case, sasl_kafka, create_slot=False, ready=False)
+    line2 = stops_unpublishable(relay2, timeout=120)
+    assert line2 == line, "second start reported differently:\n%s\n%s" % (line, line2)
+    assert_not_confirmed_past(case, bad)
+    assert end in line2
+
+    assert reader.drain(timeout=30), case.logs()
+    published = by_id(reader.records)
+    assert set(first.work_ids) <= set(published), "earlier transaction lost"
+    assert "denied-1" not in published, "the row reached Kafka: %r" % published["denied-1"]
+    assert not [r for r in reader.records if r.topic == topics["forbidden"]]
+
+
+def test_unauthorized_topic_dead_letter(case, sasl_kafka):
+    """--on-error=dead-letter: the row goes to the dead-letter topic with its
+    original key, value and headers plus the reason, the error code and the
+    intended topic (as in test_rows_dead_letter.py); the rows around it
+    and later transactions still arrive, and the slot moves past it."""
+    sysid = case.pg.system_identifier()
+    topics = setup_topics(case, sasl_kafka, ["allowed", "dlq"], ["forbidden"])
+    dlq, forbidden = topics["dlq"], topics["forbidden"]
+    reader = reader_for(case, sasl_kafka, topics.values())
+    port = free_port()
+    relay = start_relay(case, sasl_kafka, "--on-error=dead-letter", "--dead-letter-topic=" + dlq,
+                        "--metrics-address", "127.0.0.1:%d" % port)
+    conn = case.connect(autocommit=False)
+    bad = insert_rows(conn, rows("same-txn", 1) + [
+        {"work_id": "denied-1", "kind": "forbidden", "payload": {"n": 1, "why": "no ACL"}}]
+        + rows("same-txn", 1, start=1))
+    later = insert_rows(conn, rows("later", 2))
+    good_ids = [w for w in bad.work_ids + later.work_ids if w != "denied-1"]
+
+    def done(recs):
+        got = by_id(recs)
+        return set(good_ids) <= set(got) and any(r.topic == dlq for r in got.get("denied-1", []))
+    t0 = time.monotonic()
+    arrived = read_while_alive(reader, relay, done, 120)
+    case.metric("auth_dead_letter_seconds", "%.1f" % (time.monotonic() - t0), "s")
+    assert relay.alive, "the relay stopped under --on-error=dead-letter\n" + relay.log
+    assert arrived, "missing rows or dead letter: %s\n%s" % (
+        sorted(by_id(reader.records)), case.logs())
+    got = by_id(reader.records)
+    wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for r in got["later-1"]))
+
+    problems = []
+    for work_id in good_ids:
+        if [r.topic for r in got[work_id]] != [topics["allowed"]]:
+            problems.append("%s went to %s" % (work_id, [r.topic for r in got[work_id]]))
+    dead = got["denied-1"]
+    if [r.topic for r in dead] != [dlq]:
+        problems.append("denied-1 went to %s, expected once to %s" % ([r.topic for r in dead], dlq))
+    d = dead[0]
+    value = case.scalar("SELECT payload::text FROM outbox WHERE work_id = 'denied-1'")
+    if d.value != value.encode():
+        problems.append("value %r, expected %r" % (d.value, value))
+    if d.key != b"denied-1":
+        problems.append("key %r, expected the work ID" % d.key)
+    if d.header("outbox_relay_error_code") != "TOPIC_AUTHORIZATION_FAILED":
+        problems.append("outbox_relay_error_code %r" % d.header("outbox_relay_error_code"))
+    reason = d.header("outbox_relay_error") or ""
+    if "uthorization failed" not in reason or forbidden not in reason:
+        problems.append("outbox_relay_error %r does not give the reason and topic" % reason)
+    if d.header("outbox_relay_topic") != forbidden:
+        problems.append("outbox_relay_topic %r, expected %r" % (d.header("outbox_relay_topic"),
+                                                                forbidden))
+    missing = [h for h in CE_HEADERS if d.header(h) is None]
+    if missing:
+        problems.append("original headers missing on the dead letter: %s (has %s)"
+                        % (missing, d.header_names))
+    pglsn = d.header("ce_pglsn")
+    if pglsn is None or not bad.lsn_before < parse_lsn(pglsn) <= bad.lsn_after:
+        problems.append("ce_pglsn %r is not its transaction's end" % pglsn)
+    if d.header("ce_pgxid") != str(bad.xid32):
+        problems.append("ce_pgxid %r, expected %d" % (d.header("ce_pgxid"), bad.xid32))
+    if d.header("ce_source") != "postgresql://%s/%s/public.outbox" % (sysid, case.dbname):
+        problems.append("ce_source %r" % d.header("ce_source"))
+    if len(log_lines(relay.log, 'dead-lettering work ID "denied-1"')) != 1:
+        problems.append("not exactly one log line about dead-lettering it")
+    samples = wait_metric(port, "outbox_relay_dead_lettered_total", lambda v: v >= 1)
+    if samples["outbox_relay_dead_lettered_total"] != 1:
+        problems.append("outbox_relay_dead_lettered_total is %s, expected 1"
+                        % samples["outbox_relay_dead_lettered_total"])
+    if samples.get("outbox_relay_row_errors_total") != 1:
+        problems.append("outbox_relay_row_errors_total is %s, expected 1"
+                        % samples.get("outbox_relay_row_errors_total"))
+    assert relay.stop() == EXIT_OK, relay.log
+    assert not problems, "\n".join(problems) + "\n" + relay.log
+
+
+def test_unauthorized_dead_letter_topic_stops(case, sasl_kafka):
+    """--on-error=dead-letter, but the relay may not write to the dead-letter
+    topic either: exit 4 naming the row, the dead-letter topic and the fix;
+    nothing of the transaction is confirmed; a restart stops again."""
+    topics = setup_topics(case, sasl_kafka, ["allowed"], ["forbidden", "dlq"])
+    dlq = topics["dlq"]
+    reader = reader_for(case, sasl_kafka, topics.values())
+    extra = ("--on-error=dead-letter", "--dead-letter-topic=" + dlq)
+    relay = start_relay(case, sasl_kafka, *extra)
+    conn = case.connect(autocommit=False)
+    first = insert_rows(conn, rows("first", 1))
+    assert reader.read_until(has_ids(first.work_ids), 60), case.logs()
+    first_end = parse_lsn(reader.records[0].header("ce_pglsn"))
+    wait_confirmed(case, first_end)
+
+    bad = insert_rows(conn, [{"work_id": "denied-2", "kind": "forbidden", "payload": {"n": 2}}])
+    insert_rows(conn, rows("later", 1))
+    line = stops_unpublishable(relay, timeout=120)
+    assert 'work ID "denied-2"' in line and '"%s"' % dlq in line and "dead-letter" in line, line
+    assert re.search(r"[Aa]uthorization failed", line), line
+    assert re.search(r"\bWRITE\b", line), "the fix (WRITE on the dead-letter topic) is missing:\n" \
+        + line
+    end = REMEDY_SKIP.findall(line)
+    assert len(end) == 1 and bad.lsn_before < parse_lsn(end[0]) <= bad.lsn_after, \
+        "the error should offer --skip-transaction with the transaction's end LSN:\n" + line
+    assert_not_confirmed_past(case, bad)
+    assert case.confirmed() >= first_end
+
+    relay2 = start_relay(case, sasl_kafka, *extra, create_slot=False, ready=False)
+    line2 = stops_unpublishable(relay2, timeout=120)
+    assert line2 == line, "second start reported differently:\n%s\n%s" % (line, line2)
+    assert_not_confirmed_past(case, bad)
+    assert reader.drain(timeout=30), case.logs()
+    assert "denied-2" not in by_id(reader.records), "the row went somewhere after all"

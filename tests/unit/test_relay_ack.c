@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The delivery-report policy of relay_ack.c and the producer's error
+ * classification, against librdkafka's mock cluster (rdkafka_mock.h) with
+ * broker errors injected: a record's own error is dead-lettered or stops
+ * the relay (exit 4), a record that only shared a batch refused as too large
+ * is sent again once, a cluster error discards the producer (exit 1), a
+ * fatal one stops (exit 3), a failed dead-letter publish stops (exit 4), and
+ * the in-flight bytes the producer counts return to zero. No PostgreSQL, no
+ * real broker: milliseconds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unit_check.h"
+#include "relay_private.h"
+
+#define TOPIC "orders"
+#define DEAD "dead"
+#define KAFKA_API_PRODUCE 0  /* Kafka protocol ApiKey of ProduceRequest */
+
+static volatile sig_atomic_t stop_flag;
+
+struct world {
+        rd_kafka_t *mock_rk;
+        rd_kafka_mock_cluster_t *mc;
+        struct relay_config conf;
+        struct relay r;
+        int pipefd[2];
+        const char *props[8];
+};
+
+static void world_open(struct world *w, const char *on_error, const char *timeout_ms)
+{
+        char err[512], *argv[16];
+        int argc = 0;
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+
+        memset(w, 0, sizeof(*w));
+        /* A handle of its own just to own the mock cluster. */
+        w->mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof(err));
+        w->mc = rd_kafka_mock_cluster_new(w->mock_rk, 1);
+        rd_kafka_mock_topic_create(w->mc, TOPIC, 1, 1);
+        rd_kafka_mock_topic_create(w->mc, DEAD, 1, 1);
+        argv[argc++] = "test";
+        argv[argc++] = "-b";
+        argv[argc++] = (char *)rd_kafka_mock_cluster_bootstraps(w->mc);
+        argv[argc++] = (char *)on_error;
+        argv[argc++] = "--dead-letter-topic=" DEAD;
+        argv[argc] = NULL;
+        CHECK(config_parse(argc, argv, &w->conf, err, sizeof(err)) == 0);
+        CHECK(pipe2(w->pipefd, O_NONBLOCK) == 0);
+        w->r.conf = &w->conf;
+        w->r.stop = &stop_flag;
+        w->r.stop_fd = w->pipefd[0];
+        w->r.ledger = ledger_new(LSN_INVALID);
+        w->r.stats.topics = metrics_labels_new(16);
+        w->r.stats.errors = metrics_labels_new(16);
+        w->r.state = "test";
+        w->props[0] = "message.timeout.ms";
+        w->props[1] = timeout_ms;
+        w->props[2] = "retries";
+        w->props[3] = "2";
+        w->props[4] = "retry.backoff.ms";
+        w->props[5] = "10";
+        w->r.prod_opts = (struct producer_options){.brokers = w->conf.brokers, .props = w->props,
+                                                  .nprops = 3, .queue_messages = 1000};
+        CHECK(producer_new(&w->r.prod_opts, relay_on_delivery, relay_on_kafka_event, &w->r, &w->r.prod,
+                           err, sizeof(err)) == 0);
+}
+
+static void world_close(struct world *w)
+{
+        relay_drop_nacks(&w->r);
+        free(w->r.nacks.v);
+        producer_free(w->r.prod);
+        ledger_free(w->r.ledger);
+        metrics_labels_free(w->r.stats.topics);
+        metrics_labels_free(w->r.stats.errors);
+        config_free(&w->conf);
+        rd_kafka_mock_cluster_destroy(w->mc);
+        rd_kafka_destroy(w->mock_rk);
+        close(w->pipefd[0]);
+        close(w->pipefd[1]);
+}
+
+/* One row of one transaction, produced under a ledger ticket with the relay's headers. */
+static void produce_row(struct world *w, const char *topic, const char *work_id, size_t value_len,
+                        uint64_t end_lsn)
+{
+        struct producer_header h[3] = {
+                {"ce_id", work_id, strlen(work_id)},
+                {"ce_pglsn", "0/10", 4},
+                {"ce_source", "postgresql://1/db/public.outbox", 31},
+        };
+        char *value = malloc(value_len + 1);
+        struct producer_error e;
+        ledger_ticket t;
+
+        memset(value, 'x', value_len);
+        value[value_len] = '\0';
+        CHECK(ledger_begin(w->r.ledger, end_lsn, 0) == 0);
+        CHECK(ledger_add_message(w->r.ledger, &t) == 0);
+        CHECK(relay_produce(&w->r, &(struct producer_msg){.topic = topic, .key = work_id,
+                            .key_len = strlen(work_id), .value = value, .value_len = value_len,
+                            .headers = h, .nheaders = 3, .ticket = t}, &e) == 0);
+        CHECK(ledger_commit(w->r.ledger, end_lsn) == 0);
+        CHECK(producer_inflight_bytes(w->r.prod) > value_len);
+        free(value);
+}
+
+/* Serve reports and nacks until nothing is outstanding or a failure, at most 10 s. */
+static void settle(struct world *w)
+{
+        for (int i = 0; i < 1000 && !w->r.failure && !w->r.producer_broken &&
+                        (ledger_outstanding(w->r.ledger) > 0 || w->r.nacks.n > 0); i++) {
+                relay_wait(&w->r, 10, 0);
+                relay_handle_nacks(&w->r);
+        }
+}
+
+static void test_acked(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=stop", "5000");
+        produce_row(&w, TOPIC, "ok-1", 100, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(ledger_outstanding(w.r.ledger), 0);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0x10);
+        CHECK_INT(w.r.stats.c.acked, 1);
+        CHECK_INT(producer_inflight_bytes(w.r.prod), 0);
+        world_close(&w);
+}
+
+static void test_record_error_stops(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=stop", "5000");
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1,
+                                          RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        produce_row(&w, TOPIC, "denied-1", 100, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, RELAY_EXIT_DATA);
+        CHECK_INT(w.r.producer_broken, 0);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);    /* never confirmed past it */
+        CHECK_INT(w.r.stats.c.row_errors, 1);
+        CHECK_INT(metrics_labels_get(w.r.stats.errors, "TOPIC_AUTHORIZATION_FAILED"), 1);
+        CHECK_INT(producer_inflight_bytes(w.r.prod), 0);
+        world_close(&w);
+}
+
+static void test_record_error_dead_lettered(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=dead-letter", "5000");
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP);
+        produce_row(&w, TOPIC, "old-1", 100, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.stats.c.dead_lettered, 1);
+        CHECK_INT(ledger_outstanding(w.r.ledger), 0);  /* the dead-letter ack releases the ticket */
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0x10);
+        CHECK_INT(metrics_labels_get(w.r.stats.topics, DEAD), 1);
+        CHECK_INT(producer_inflight_bytes(w.r.prod), 0);
+        world_close(&w);
+}
+
+static void test_dead_letter_failure_stops(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=dead-letter", "5000");
+        /* the row's produce, then the dead-letter produce, are both refused */
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 2,
+                                          RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                                          RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        produce_row(&w, TOPIC, "denied-2", 100, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, RELAY_EXIT_DATA);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
+static void test_collateral_resend(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=stop", "5000");
+        /* the topic's limit is known: the record alone fits, so the refusal was its batch's */
+        snprintf(w.r.limits.topic[0].name, sizeof(w.r.limits.topic[0].name), TOPIC);
+        w.r.limits.topic[0].max_bytes = 1000000;
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+        produce_row(&w, TOPIC, "innocent-1", 100, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(ledger_outstanding(w.r.ledger), 0);
+        CHECK_INT(w.r.stats.c.acked, 1);
+        CHECK_INT(w.r.stats.c.row_errors, 0);
+        /* refused again after the resend: now it is the record's own error */
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 2, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+                                          RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+        produce_row(&w, TOPIC, "big-1", 100, 0x20);
+        settle(&w);
+        CHECK_INT(w.r.failure, RELAY_EXIT_DATA);
+        world_close(&w);
+}
+
+static void test_cluster_error_discards_the_producer(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=dead-letter", "300");
+        rd_kafka_mock_broker_set_down(w.mc, 1);
+        produce_row(&w, TOPIC, "late-1", 100, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.producer_broken, 1);
+        CHECK_INT(w.r.stats.c.dead_lettered, 0);       /* a timeout is not the row's fault */
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
+static void test_classification(void)
+{
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, 0), PRODUCER_FAULT_RECORD);
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP, 0), PRODUCER_FAULT_RECORD);
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, 0), PRODUCER_FAULT_CLUSTER);
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR__STATE, 0), PRODUCER_FAULT_FATAL);
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR__INVALID_ARG, 0), PRODUCER_FAULT_FATAL);
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR__FATAL, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER),
+                  PRODUCER_FAULT_CLUSTER);
+        CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR__FATAL, RD_KAFKA_RESP_ERR_UNKNOWN), PRODUCER_FAULT_FATAL);
+        CHECK(producer_fix(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) != NULL);
+        CHECK(producer_fix(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION) == NULL);
+}
+
+int main(void)
+{
+        test_classification();
+        test_acked();
+        test_record_error_stops();
+        test_record_error_dead_lettered();
+        test_dead_letter_failure_stops();
+        test_collateral_resend();
+        test_cluster_error_discards_the_producer();
+        return check_summary();
+}
