@@ -197,7 +197,7 @@ static int read_stream(struct relay *r, bool draining)
 static void stream(struct relay *r)
 {
         r->fb.server_stopping_ms = 0;
-        r->fb.reply_burst = 0;
+        r->fb.quick_requests = 0;
         while (!r->failure && !*r->stop) {
                 int more = read_stream(r, false);
 

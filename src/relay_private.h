@@ -79,8 +79,7 @@ struct relay_feedback {
         int64_t interval_ms;       /* standby status interval, under half of wal_sender_timeout */
         int64_t last_status_ms;    /* monotonic */
         bool reply_pending;        /* a primary keepalive asked for a reply */
-        int64_t last_reply_req_ms; /* when the server last asked for a reply */
-        int reply_burst;           /* reply requests in a row, each within STOPPING_GAP_MS */
+        int quick_requests;        /* reply requests in a row, each soon after our last update */
         int64_t server_stopping_ms; /* when a shutdown of the server was noticed, or 0 */
         uint64_t write_lsn;        /* highest XLogData start received */
         uint64_t server_lsn;       /* highest WAL end the server reported */
@@ -480,8 +479,9 @@ int relay_maybe_send_status(struct relay *r);
 int64_t relay_status_due_ms(const struct relay *r);
 
 /*
- * relay_note_reply_request() - a primary keepalive asked for a reply; a burst
- * of them means the server is shutting down and waits for the relay.
+ * relay_note_reply_request() - a primary keepalive asked for a reply; a few in
+ * a row, each soon after the relay's last standby status update, mean the
+ * server is shutting down and waits for the relay (r->fb.server_stopping_ms).
  */
 void relay_note_reply_request(struct relay *r, uint64_t wal_end);
 

@@ -2,7 +2,7 @@
 /*
  * What the relay tells the server and the operator: standby status updates
  * (write and flush LSN, on the interval, on request, soon after the ledger's
- * flush LSN moved), the reading of a primary keepalive burst as a server
+ * flush LSN moved), the reading of quick reply requests as a server
  * shutdown, the first failure and its exit status, the numbers /metrics and
  * /readyz serve, and the periodic stats line. See relay_private.h.
  */
@@ -16,8 +16,8 @@
 #include "log.h"
 #include "relay_private.h"
 
-#define STOPPING_BURST 5          /* reply requests this close together: the server is shutting down */
-#define STOPPING_GAP_MS 200
+#define STOPPING_QUICK 3          /* quick reply requests in a row: the server is shutting down */
+#define STOPPING_QUICK_MAX_MS 2000 /* a request this soon after our last update is quick (at most) */
 
 const char RELAY_STATE_STREAMING[] = "streaming";
 
@@ -92,22 +92,42 @@ int relay_maybe_send_status(struct relay *r)
 }
 
 /*
- * A walsender that is shutting down (WalSndDone() in walsender.c) asks for a
- * reply again as soon as it gets one, until the reported flush LSN equals
- * what it sent. In normal streaming it asks at most every half
- * wal_sender_timeout. A burst of requests therefore means a shutdown that
- * waits for the relay: it gets a grace period for acks to drain, then the
- * relay ends the stream (relay.c) rather than hold the shutdown up.
+ * A walsender asks for a reply in two places (walsender.c, PostgreSQL 10 to
+ * 18): WalSndKeepaliveIfNecessary(), once half of wal_sender_timeout has
+ * passed since the last message it received from the client, and WalSndDone(),
+ * at the end of a shutdown (or a standby's promotion), again as soon as the
+ * reply arrives, until the reported flush LSN reaches what it sent. The relay
+ * sends a standby status update at least every half wal_sender_timeout, so a
+ * request that arrives sooner than a quarter of it (at most
+ * STOPPING_QUICK_MAX_MS, in case the setting was lowered since the relay read
+ * it; any request when it is 0) after our last update cannot be of the first
+ * kind. STOPPING_QUICK of them in a row mean a shutdown that waits for the
+ * relay: it gets a grace period for acks to drain, then the relay ends the
+ * stream (relay.c) rather than hold the shutdown up.
+ *
+ * Measured from our last update, not between requests: a relay 200 ms of
+ * round trip away from its server, or short of CPU, sees requests that far
+ * apart, and would never recognize the shutdown that way. One request
+ * crossing our update on the wire may look quick; the next one cannot.
  */
+static bool reply_request_is_quick(const struct relay *r, int64_t now)
+{
+        int64_t wst = r->pre.wal_sender_timeout_ms;
+        int64_t quick = wst / 4 < STOPPING_QUICK_MAX_MS ? wst / 4 : STOPPING_QUICK_MAX_MS;
+
+        if (wst <= 0)
+                return true;
+        return r->fb.last_status_ms > 0 && now - r->fb.last_status_ms < quick;
+}
+
 void relay_note_reply_request(struct relay *r, uint64_t wal_end)
 {
         int64_t now = relay_mono_ms();
         char a[LSN_STRLEN];
 
-        r->fb.reply_burst = now - r->fb.last_reply_req_ms < STOPPING_GAP_MS ? r->fb.reply_burst + 1 : 1;
-        r->fb.last_reply_req_ms = now;
+        r->fb.quick_requests = reply_request_is_quick(r, now) ? r->fb.quick_requests + 1 : 0;
         r->fb.reply_pending = true;
-        if (r->fb.reply_burst >= STOPPING_BURST && !r->fb.server_stopping_ms) {
+        if (r->fb.quick_requests >= STOPPING_QUICK && !r->fb.server_stopping_ms) {
                 r->fb.server_stopping_ms = now;
                 log_info("the server is shutting down and waits for confirmation of LSN %s (%" PRIu64
                          " messages unacknowledged)", lsn_format(wal_end, a),

@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A TCP proxy that puts distance between the relay and its server.
+
+DelayProxy(host, port) listens on a free loopback port and passes each
+connection on to (host, port). What the server sends is held for `delay`
+seconds (settable while connections are open) before the client gets it, in
+order; what the client sends passes at once. A relay connected through it sees
+the server as if it were a region away, or as a relay short of CPU sees it.
+"""
+
+import queue
+import socket
+import threading
+import time
+
+
+class DelayProxy:
+    def __init__(self, host, port, delay=0.0):
+        self.target = (host, port)
+        self.delay = delay
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target, timeout=10)
+                server.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._socks += [client, server]
+            held = queue.Queue()
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._read_held, args=(server, held), daemon=True).start()
+            threading.Thread(target=self._write_held, args=(held, client, server),
+                             daemon=True).start()
+
+    @staticmethod
+    def _close(*socks):
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        self._close(src, dst)
+
+    def _read_held(self, src, held):
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            held.put((time.monotonic() + self.delay, data))
+            if not data:
+                return
+
+    def _write_held(self, held, dst, src):
+        while True:
+            due, data = held.get()
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            if not data:
+                break
+            try:
+                dst.sendall(data)
+            except OSError:
+                break
+        self._close(src, dst)
+
+    def close(self):
+        self._listener.close()
+        with self._lock:
+            socks, self._socks = self._socks, []
+        self._close(*socks)
