@@ -88,6 +88,14 @@ struct pgside *pgside_free(struct pgside *s)
         return NULL;
 }
 
+bool pgside_abandon(struct pgside *s)
+{
+        if (!s || s->phase == IDLE || s->phase == READY)
+                return false;
+        disconnect(s);
+        return true;
+}
+
 /* Send the kept query. Returns 0 or -EIO (the connection is unusable). */
 static int send_query(struct pgside *s)
 {

@@ -37,6 +37,16 @@ struct pgside *pgside_free(struct pgside *s);
  */
 int pgside_query(struct pgside *s, const char *sql, int nparams, const char *const *params);
 
+/*
+ * pgside_abandon() - close a connection attempt or a query in progress, for a
+ * caller that stops driving it (until its next pgside_query()); an idle
+ * connection is kept. Left half-done, a connection attempt would keep a
+ * backend waiting for its startup packet for authentication_timeout (60 s by
+ * default), and a shutting-down server waits for that backend. Returns true
+ * if something was closed. NULL-safe.
+ */
+bool pgside_abandon(struct pgside *s);
+
 /* pgside_busy() - true while connecting or while a query waits for its result. */
 bool pgside_busy(const struct pgside *s);
 

@@ -752,6 +752,7 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 r.pg_session_code = code;
                 r.pg = pgstream_free(r.pg);
                 r.streaming = false;
+                relay_watch_session_ended(&r);
                 if (r.failure && r.failure != RELAY_EXIT_RETRY)
                         break;
                 if (*stop && !r.failure)

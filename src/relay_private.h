@@ -351,6 +351,13 @@ int relay_watch_standby(struct relay *r);
 /* relay_watch_stream_started() - START_REPLICATION succeeded: rounds begin. */
 void relay_watch_stream_started(struct relay *r);
 
+/*
+ * relay_watch_session_ended() - the session is over and nobody drives the
+ * side connection until the next stream: close a connection attempt or a
+ * round in progress (pgside_abandon()), so that it holds no backend up.
+ */
+void relay_watch_session_ended(struct relay *r);
+
 /* relay_watch_poll_fd() - the side connection's descriptor and events for relay_wait()'s poll(). */
 void relay_watch_poll_fd(const struct relay *r, struct pollfd *pfd);
 

@@ -503,6 +503,12 @@ void relay_watch_stream_started(struct relay *r)
         w->side_retry_ms = 0;
 }
 
+void relay_watch_session_ended(struct relay *r)
+{
+        if (pgside_abandon(r->watch.side))
+                log_debug("closed the side connection's attempt or round in progress: the stream ended");
+}
+
 /* Act on a round's result. Returns 0 if everything holds. */
 static int judge_round(struct relay *r, PGresult *res)
 {

@@ -6,6 +6,13 @@ connection on to (host, port). What the server sends is held for `delay`
 seconds (settable while connections are open) before the client gets it, in
 order; what the client sends passes at once. A relay connected through it sees
 the server as if it were a region away, or as a relay short of CPU sees it.
+
+With stall_ordinary set, a new connection that is not a replication
+connection gets nothing through: the server's backend waits for a startup
+packet that never comes (authentication_timeout, 60 s by default), as it does
+for a client that stopped in the middle of connecting. The client must connect
+with sslmode=disable and gssencmode=disable, so that its startup packet, which
+says whether it asks for replication, comes first.
 """
 
 import queue
@@ -18,6 +25,8 @@ class DelayProxy:
     def __init__(self, host, port, delay=0.0):
         self.target = (host, port)
         self.delay = delay
+        self.stall_ordinary = False
+        self.stalled = 0        # connections held so far
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -42,7 +51,7 @@ class DelayProxy:
             with self._lock:
                 self._socks += [client, server]
             held = queue.Queue()
-            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pump_first, args=(client, server), daemon=True).start()
             threading.Thread(target=self._read_held, args=(server, held), daemon=True).start()
             threading.Thread(target=self._write_held, args=(held, client, server),
                              daemon=True).start()
@@ -55,6 +64,42 @@ class DelayProxy:
             except OSError:
                 pass
             s.close()
+
+    @staticmethod
+    def _recv_exactly(sock, n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("connection closed")
+            data += chunk
+        return data
+
+    def _pump_first(self, src, dst):
+        """Read the startup packet (length, then the rest); hold the connection
+        if it is an ordinary one and stall_ordinary is set, else pass it on."""
+        try:
+            head = self._recv_exactly(src, 4)
+            packet = head + self._recv_exactly(src, int.from_bytes(head, "big") - 4)
+        except (OSError, ValueError):
+            self._close(src, dst)
+            return
+        if self.stall_ordinary and b"replication\x00" not in packet:
+            with self._lock:
+                self.stalled += 1
+            try:
+                while src.recv(65536):
+                    pass
+            except OSError:
+                pass
+            self._close(src, dst)
+            return
+        try:
+            dst.sendall(packet)
+        except OSError:
+            self._close(src, dst)
+            return
+        self._pump(src, dst)
 
     def _pump(self, src, dst):
         try:
