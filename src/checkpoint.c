@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "lsn.h"
+#include "monoclock.h"
 #include "producer.h"
 
 #define WINDOW_FIRST 256   /* records read from the end first; the window doubles each time */
@@ -107,14 +108,6 @@ out:
         return r;
 }
 
-static int64_t mono_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int set(rd_kafka_conf_t *kc, const char *name, const char *value, char *err, size_t errlen)
 {
         char kerr[512];
@@ -157,7 +150,7 @@ static int read_window(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const char *topic,
                 return -EIO;
         }
         for (;;) {
-                int64_t left = deadline - mono_ms();
+                int64_t left = deadline - monoclock_ms();
                 rd_kafka_message_t *m;
 
                 if (left <= 0) {
@@ -208,7 +201,7 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
                     struct checkpoint *ret, bool *ret_found, bool *ret_no_topic, char *err,
                     size_t errlen)
 {
-        int64_t deadline = mono_ms() + timeout_ms, lo = 0, hi = 0, to, from, window = WINDOW_FIRST;
+        int64_t deadline = monoclock_ms() + timeout_ms, lo = 0, hi = 0, to, from, window = WINDOW_FIRST;
         rd_kafka_conf_t *kc = rd_kafka_conf_new();
         rd_kafka_resp_err_t e;
         rd_kafka_topic_t *rkt;

@@ -68,19 +68,6 @@ bool envelope_valid_utf8(const char *s, size_t len, size_t *ret_offset)
         return true;
 }
 
-/* A \u0000 escape in JSON text @p: backslashes occur only in strings, each escaping one character. */
-static bool has_nul_escape(const char *p, size_t len)
-{
-        for (size_t i = 0; i + 1 < len; i++) {
-                if (p[i] != '\\')
-                        continue;
-                if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
-                        return true;
-                i++;
-        }
-        return false;
-}
-
 static const char *json_kind(const cJSON *j)
 {
         return cJSON_IsObject(j) ? "an object" : cJSON_IsArray(j) ? "an array" :
@@ -200,7 +187,7 @@ int envelope_parse(struct envelope *env, const struct w2j_record *msg, const cha
                          ENVELOPE_FIX, why, at);
                 return -EBADMSG;
         }
-        if (has_nul_escape(text, len)) {
+        if (pgjson_has_nul_escape(text, len)) {
                 snprintf(err, errlen, "the envelope holds a \\u0000 escape: a column's text cannot "
                          "hold NUL");
                 return -EBADMSG;

@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "monoclock.h"
+
 /*
  * Connections at once, and how long each may take for its one request
  * (responses say "Connection: close"), in ms: libmicrohttpd's own timeout
@@ -400,14 +402,6 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         return ret;
 }
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* libmicrohttpd's connection notifications: note when each connection came. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
@@ -427,7 +421,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
                         if (!info)
                                 return;
-                        *c = (struct conn_slot){info->connect_fd, false, now_ms()};
+                        *c = (struct conn_slot){info->connect_fd, false, monoclock_ms()};
                         *socket_context = c;
                         return;
                 }
@@ -541,7 +535,7 @@ int metrics_fd(const struct metrics *m)
 int metrics_timeout_ms(const struct metrics *m)
 {
         MHD_UNSIGNED_LONG_LONG t;
-        int64_t now = now_ms(), left = -1;
+        int64_t now = monoclock_ms(), left = -1;
 
         if (MHD_get_timeout(m->daemon, &t) == MHD_YES)
                 left = t > INT_MAX ? INT_MAX : (int64_t)t;
@@ -557,7 +551,7 @@ int metrics_timeout_ms(const struct metrics *m)
 
 void metrics_serve(struct metrics *m)
 {
-        int64_t now = now_ms();
+        int64_t now = monoclock_ms();
 
         /* Past its deadline: shut the socket, libmicrohttpd sees the end and closes it. */
         for (int i = 0; i < CONN_MAX + 1; i++) {

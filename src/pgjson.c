@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 struct scan {
         const unsigned char *p, *end, *start;
@@ -229,4 +230,16 @@ member:
         if (ret_reason)
                 *ret_reason = s.reason;
         return -EILSEQ;
+}
+
+bool pgjson_has_nul_escape(const char *text, size_t len)
+{
+        for (size_t i = 0; i + 1 < len; i++) {
+                if (text[i] != '\\')
+                        continue;
+                if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0)
+                        return true;
+                i++;  /* past the escaped character */
+        }
+        return false;
 }

@@ -15,6 +15,7 @@
 #ifndef RELAY_PGJSON_H
 #define RELAY_PGJSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Deepest nesting of arrays and objects accepted; PostgreSQL's own limit is its stack depth. */
@@ -28,5 +29,14 @@
  * *@ret_reason (when not NULL).
  */
 int pgjson_validate(const char *text, size_t len, size_t *ret_offset, const char **ret_reason);
+
+/*
+ * pgjson_has_nul_escape() - whether the @len bytes of JSON text at @text hold
+ * a \u0000 escape, which json accepts and jsonb refuses (and at which cJSON
+ * would cut a string short). Backslashes occur only inside strings, each
+ * escaping one character, so the scan needs no JSON state. Valid JSON
+ * expected (pgjson_validate() or the server's check); pure.
+ */
+bool pgjson_has_nul_escape(const char *text, size_t len);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "monoclock.h"
 #include "pgconn.h"
 
 #define PGSIDE_CONNECT_TIMEOUT_MS 10000
@@ -35,14 +36,6 @@ struct pgside {
         char *params[PGSIDE_MAX_PARAMS];
         int nparams;
 };
-
-static int64_t mono_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct pgside *pgside_new(const char *conninfo)
 {
@@ -133,7 +126,7 @@ int pgside_query(struct pgside *s, const char *sql, int nparams, const char *con
                         s->phase = CONNECTING;
                         s->polling = PGRES_POLLING_WRITING;
                 }
-                s->deadline_ms = mono_ms() + PGSIDE_CONNECT_TIMEOUT_MS;
+                s->deadline_ms = monoclock_ms() + PGSIDE_CONNECT_TIMEOUT_MS;
                 return 0;
         }
         /* READY: send now; a failure shows as PGSIDE_LOST at the next pgside_serve(). */
@@ -183,7 +176,7 @@ enum pgside_event pgside_serve(struct pgside *s, char *err, size_t errlen)
         if (s->phase == IDLE && s->sql)
                 return lost(s, err, errlen, "cannot start the side connection");
         if (s->phase == CONNECTING) {
-                if (mono_ms() > s->deadline_ms)
+                if (monoclock_ms() > s->deadline_ms)
                         return lost(s, err, errlen, "the side connection timed out connecting");
                 s->polling = PQconnectPoll(s->conn);
                 if (s->polling == PGRES_POLLING_FAILED)

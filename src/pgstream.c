@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "lsn.h"
+#include "monoclock.h"
 #include "pgconn.h"
 #include "replmsg.h"
 
@@ -221,17 +222,9 @@ int pgstream_send_status(struct pgstream *s, uint64_t write_lsn, uint64_t flush_
         return 0;
 }
 
-static int64_t mono_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int pgstream_finish(struct pgstream *s, int timeout_ms, char *err, size_t errlen)
 {
-        int64_t deadline = mono_ms() + timeout_ms;
+        int64_t deadline = monoclock_ms() + timeout_ms;
         bool copy_done = false;
         int r = 0;
 
@@ -279,7 +272,7 @@ int pgstream_finish(struct pgstream *s, int timeout_ms, char *err, size_t errlen
                         }
                         PQclear(res);
                 }
-                left = deadline - mono_ms();
+                left = deadline - monoclock_ms();
                 if (left <= 0) {
                         snprintf(err, errlen, "timed out waiting for the server to end the copy");
                         return -ETIMEDOUT;

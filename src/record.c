@@ -342,23 +342,6 @@ static const char *json_kind(const cJSON *j)
                cJSON_IsBool(j) ? "boolean" : cJSON_IsNull(j) ? "null" : "value";
 }
 
-/*
- * A "\u0000" escape: cJSON would cut the string there, so the header would
- * lose bytes. Backslashes occur only inside JSON strings, so no need to track
- * whether the scan is inside one.
- */
-static bool has_nul_escape(const char *p, size_t len)
-{
-        for (size_t i = 0; i + 1 < len; i++) {
-                if (p[i] != '\\')
-                        continue;
-                if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
-                        return true;
-                i++;  /* past the escaped character */
-        }
-        return false;
-}
-
 bool record_header_reserved(const char *name)
 {
         return strncasecmp(name, "ce_", 3) == 0 || strncasecmp(name, "outbox_relay_", 13) == 0 ||
@@ -384,7 +367,7 @@ static int extract_headers(struct record_spec *spec, const struct w2j_value *v, 
         spec->headers_json = NULL;
         if (v->is_null)
                 return 0;
-        if (has_nul_escape(v->ptr, v->len)) {
+        if (pgjson_has_nul_escape(v->ptr, v->len)) {
                 snprintf(err, errlen, "the headers column \"%s\" holds a \\u0000 escape, which a "
                          "header cannot carry" HEADERS_FIX, col);
                 return -EBADMSG;

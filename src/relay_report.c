@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "monoclock.h"
 #include "relay_private.h"
 
 #define STOPPING_QUICK 3          /* quick reply requests in a row: the server is shutting down */
@@ -23,10 +24,7 @@ const char RELAY_STATE_STREAMING[] = "streaming";
 
 int64_t relay_mono_ms(void)
 {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return monoclock_ms();
 }
 
 int64_t relay_wall_us(void)

@@ -64,9 +64,21 @@ static void test_depth(void)
         CHECK_INT(pgjson_validate(deep, 2 * (PGJSON_MAX_DEPTH + 1), NULL, NULL), -EILSEQ);
 }
 
+static void test_nul_escape(void)
+{
+        CHECK(pgjson_has_nul_escape("{\"a\": \"x\\u0000y\"}", 16));
+        CHECK(pgjson_has_nul_escape("\"\\u0000\"", 8));
+        /* an escaped backslash, then "u0000": no escape */
+        CHECK(!pgjson_has_nul_escape("\"\\\\u0000\"", 9));
+        CHECK(!pgjson_has_nul_escape("\"\\u0001\"", 8));
+        /* cut short: only @len bytes count */
+        CHECK(!pgjson_has_nul_escape("\"\\u0000\"", 6));
+}
+
 int main(void)
 {
         test_cases();
+        test_nul_escape();
         test_offset_and_reason();
         test_depth();
         return check_summary();
