@@ -323,6 +323,26 @@ static int check_settings(PGconn *c, struct preflight_result *res, char *err, si
         return rc;
 }
 
+/*
+ * The names of table @t's live columns (one row each, column attname), or
+ * NULL with the reason in @err; the caller PQclear()s the result.
+ */
+static PGresult *read_columns(PGconn *c, const struct table_name *t, char *err, size_t errlen)
+{
+        const char *params[2] = {t->schema, t->table};
+        PGresult *r;
+
+        r = query(c, "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                  "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
+                  "c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped", 2, params);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK)
+                return r;
+        seterr(err, errlen, "cannot read the columns of \"%s\".\"%s\": %s", t->schema, t->table,
+               PQresultErrorMessage(r));
+        PQclear(r);
+        return NULL;
+}
+
 int preflight_check_table(PGconn *c, const struct relay_config *conf, const struct table_name *t,
                           const char *const *columns, size_t ncolumns, struct preflight_table *ret_tab,
                           char *err, size_t errlen)
@@ -378,15 +398,9 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
                        t->schema, t->table);
                 return -EINVAL;
         }
-        r = query(c, "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                  "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
-                  "c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped", 2, params);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read the columns of \"%s\".\"%s\": %s", t->schema,
-                       t->table, PQresultErrorMessage(r));
-                PQclear(r);
+        r = read_columns(c, t, err, errlen);
+        if (!r)
                 return -EINVAL;
-        }
         for (size_t i = 0; i < 3 + ncolumns && rc == 0; i++) {
                 const char *col = i < 3 ? need[i] : columns[i - 3];
                 const char *opt = i == 0 ? "--id-column" : i == 1 ? "--key-column" :
@@ -407,22 +421,15 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
 int preflight_check_header_columns(PGconn *c, const struct relay_config *conf,
                                    const struct table_name *t, char *err, size_t errlen)
 {
-        const char *params[2] = {t->schema, t->table};
         char missing[512] = "", fix[768] = "", *qs, *qt;
         size_t nm = 0, o = 0, of = 0;
         PGresult *r;
 
         if (conf->ncolumn_headers == 0)
                 return 0;
-        r = query(c, "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                  "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
-                  "c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped", 2, params);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read the columns of \"%s\".\"%s\": %s", t->schema,
-                       t->table, PQresultErrorMessage(r));
-                PQclear(r);
+        r = read_columns(c, t, err, errlen);
+        if (!r)
                 return -EINVAL;
-        }
         if (PQntuples(r) == 0) {
                 seterr(err, errlen, "table \"%s\".\"%s\" does not exist", t->schema, t->table);
                 PQclear(r);
