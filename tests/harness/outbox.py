@@ -33,19 +33,18 @@ class Commit:
         return self.xid & 0xFFFFFFFF
 
 
-def insert_rows(conn, rows, commit=True, extra_sql=()):
-    """Insert rows (dicts of outbox columns) in one transaction on conn
-    (autocommit off) and commit or roll back. Returns a Commit."""
+def in_transaction(conn, statements, commit=True, work_ids=()):
+    """Run (sql, params) statements (params None: sql as is) in one
+    transaction on conn (autocommit off), then commit or roll back. Returns
+    (Commit with work_ids, [first column of each statement's first row, or
+    None])."""
     cur = conn.cursor()
     cur.execute("SELECT txid_current()")
     xid = cur.fetchone()[0]
-    for r in rows:
-        cols = list(r.keys())
-        cur.execute("INSERT INTO outbox (%s) VALUES (%s)"
-                    % (", ".join(cols), ", ".join(["%s"] * len(cols))),
-                    [json.dumps(v) if isinstance(v, (dict, list)) else v for v in r.values()])
-    for sql in extra_sql:
-        cur.execute(sql)
+    results = []
+    for sql, params in statements:
+        cur.execute(sql, params)
+        results.append(cur.fetchone()[0] if cur.description else None)
     cur.execute("SELECT pg_current_wal_lsn()::text")
     before = parse_lsn(cur.fetchone()[0])
     if commit:
@@ -55,7 +54,18 @@ def insert_rows(conn, rows, commit=True, extra_sql=()):
     cur.execute("SELECT pg_current_wal_lsn()::text")
     after = parse_lsn(cur.fetchone()[0])
     conn.commit()
-    return Commit(xid, before, after, [r["work_id"] for r in rows])
+    return Commit(xid, before, after, list(work_ids)), results
+
+
+def insert_rows(conn, rows, commit=True, extra_sql=()):
+    """Insert rows (dicts of outbox columns) in one transaction on conn
+    (autocommit off), then extra_sql, and commit or roll back. Returns a Commit."""
+    statements = [("INSERT INTO outbox (%s) VALUES (%s)"
+                   % (", ".join(r.keys()), ", ".join(["%s"] * len(r))),
+                   [json.dumps(v) if isinstance(v, (dict, list)) else v for v in r.values()])
+                  for r in rows]
+    statements += [(sql, None) for sql in extra_sql]
+    return in_transaction(conn, statements, commit, [r["work_id"] for r in rows])[0]
 
 
 def simple_rows(prefix, n, kind="order_received", start=0):

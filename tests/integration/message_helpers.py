@@ -7,7 +7,7 @@ row."""
 
 import re
 
-from harness import Commit, parse_lsn
+from harness.outbox import in_transaction  # noqa: F401 (used by the tests through here)
 
 PREFIX = "outbox"   # sql/outbox.sql's default -v message_prefix
 
@@ -21,29 +21,6 @@ MESSAGE_ERROR = re.compile(
     r'"(?P<prefix>[^"]*)" at LSN (?P<msg_lsn>[0-9A-F]+/[0-9A-F]+) \(transaction (?P<xid>\d+) '
     r'ending at LSN (?P<end_lsn>[0-9A-F]+/[0-9A-F]+)\): (?P<reason>.*)\. Nothing from this '
     r'transaction on is confirmed')
-
-
-def in_transaction(conn, statements, commit=True):
-    """Run (sql, params) statements in one transaction on conn (autocommit
-    off), then commit or roll back. Returns (Commit, [first column of each
-    statement's first row])."""
-    cur = conn.cursor()
-    cur.execute("SELECT txid_current()")
-    xid = cur.fetchone()[0]
-    results = []
-    for sql, params in statements:
-        cur.execute(sql, params)
-        results.append(cur.fetchone()[0] if cur.description else None)
-    cur.execute("SELECT pg_current_wal_lsn()::text")
-    before = parse_lsn(cur.fetchone()[0])
-    if commit:
-        conn.commit()
-    else:
-        conn.rollback()
-    cur.execute("SELECT pg_current_wal_lsn()::text")
-    after = parse_lsn(cur.fetchone()[0])
-    conn.commit()
-    return Commit(xid, before, after, []), results
 
 
 def emit_sql(work_id, kind, payload, entity_id=None, headers=None):
