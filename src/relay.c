@@ -482,7 +482,12 @@ static int new_producer(struct relay *r, char *err, size_t errlen)
                             errlen);
 }
 
-/* Between sessions: keep acknowledged work, discard the rest (and a broken producer). */
+/*
+ * Between sessions: keep acknowledged work, discard the rest (and a broken
+ * producer). Returns 0; -ECANCELED when a failure that must stop the relay
+ * (r->failure, not RELAY_EXIT_RETRY) arrived meanwhile; -EPERM when the
+ * producer was fenced; -EIO when no new producer could be made.
+ */
 static int recover(struct relay *r)
 {
         char err[ERRLEN];
@@ -492,6 +497,14 @@ static int recover(struct relay *r)
                !*r->stop)
                 relay_wait(r, 100, 0);
         relay_drop_nacks(r);
+        /*
+         * A failure no retry cures, learnt while draining, stops the relay as
+         * it would have in the session: a producer fenced by the relay that took
+         * the slot over, when the stream was found lost first, once went back
+         * to waiting as a warm standby after saying it was stopping.
+         */
+        if (r->failure && r->failure != RELAY_EXIT_RETRY)
+                return -ECANCELED;
         /* --exactly-once: what is open is aborted; streaming again redoes it. */
         if (!r->producer_broken && relay_eos_abort(r) < 0) {
                 /* Fenced: another relay holds the id now; restarting would fence it in turn. */
@@ -763,7 +776,8 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 }
                 code = recover(&r);
                 if (code < 0) {
-                        r.failure = code == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY;
+                        if (code != -ECANCELED)
+                                r.failure = code == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY;
                         break;
                 }
                 code = r.pg_session_code;
