@@ -67,6 +67,7 @@ int relay_eos_init(struct relay *r)
 
         r->eos.open = false;
         r->eos.pending = 0;
+        r->eos.bound_ms = 0;
         r->eos.failed = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
         if (ret == 0)
@@ -371,15 +372,52 @@ int relay_eos_after_record(struct relay *r)
         return commit(r, x->last_end, r->txn.end_lsn, x->part_rows);
 }
 
+int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)
+{
+        int64_t longer = txn_max_ms * RELAY_EOS_BACKLOG_FACTOR;
+
+        if (lag_us <= RELAY_EOS_BACKLOG_LAG_US)
+                return txn_max_ms;
+        if (longer > RELAY_EOS_BACKLOG_MAX_MS)
+                longer = RELAY_EOS_BACKLOG_MAX_MS;
+        return longer > txn_max_ms ? longer : txn_max_ms;
+}
+
+/*
+ * The bound a Kafka transaction is committed at. Draining a backlog, a row's
+ * wait is the backlog's, not the time bound's: fewer, larger Kafka
+ * transactions drain it sooner, since each commit holds the stream for its
+ * last delivery reports and the coordinator's round trips, and the next one
+ * waits for the coordinator to finish the last (librdkafka retries
+ * AddPartitionsToTxn after CONCURRENT_TRANSACTIONS in 20 ms). The lag is
+ * measured on the server's clock alone (a commit's timestamp against its
+ * XLogData's send time), so a clock skew between relay and server cannot make
+ * a live stream look like a backlog. The bound set at the last PostgreSQL
+ * commit also holds while the stream is momentarily empty (the walsender
+ * decodes the next part of the backlog): a live commit sets it back.
+ */
+static int64_t time_bound_ms(const struct relay *r)
+{
+        return r->eos.bound_ms > 0 ? r->eos.bound_ms : r->conf->txn_max_ms;
+}
+
 int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
 {
         struct relay_eos *x = &r->eos;
+        int64_t lag_us, bound;
 
         if (!relay_eos_on(r))
                 return 0;
+        lag_us = r->txn.commit_time_us ? r->fb.send_time_us - r->txn.commit_time_us : 0;
+        bound = relay_eos_time_bound_ms(r->conf->txn_max_ms, lag_us);
+        if (bound != time_bound_ms(r))
+                log_debug("%s a backlog (a commit sent %" PRId64 " ms after it happened): Kafka "
+                          "transactions of up to %" PRId64 " ms", bound > r->conf->txn_max_ms ?
+                          "draining" : "done with", lag_us / 1000, bound);
+        x->bound_ms = bound;
         x->last_end = end_lsn;
         x->part_rows = 0;
-        if (x->open && (full(r) || relay_mono_ms() - x->opened_ms >= r->conf->txn_max_ms))
+        if (x->open && (full(r) || relay_mono_ms() - x->opened_ms >= bound))
                 return commit(r, end_lsn, LSN_INVALID, 0);
         return 0;
 }
@@ -390,7 +428,7 @@ int relay_eos_idle(struct relay *r)
 
         /* Nothing more to read now: a transaction open long enough, at a PostgreSQL boundary, goes. */
         if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger) ||
-            relay_mono_ms() - x->opened_ms < r->conf->txn_max_ms)
+            relay_mono_ms() - x->opened_ms < time_bound_ms(r))
                 return 0;
         return commit(r, x->last_end, LSN_INVALID, 0);
 }
@@ -402,7 +440,7 @@ int64_t relay_eos_idle_due_ms(const struct relay *r)
 
         if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger))
                 return -1;
-        left = x->opened_ms + r->conf->txn_max_ms - relay_mono_ms();
+        left = x->opened_ms + time_bound_ms(r) - relay_mono_ms();
         return left > 0 ? left : 0;
 }
 

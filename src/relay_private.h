@@ -84,6 +84,7 @@ struct relay_feedback {
         uint64_t write_lsn;        /* highest XLogData start received */
         uint64_t server_lsn;       /* highest WAL end the server reported */
         uint64_t sent_flush_lsn;   /* flush LSN of the last standby status update */
+        int64_t send_time_us;      /* the newest XLogData's send time, server clock, µs since the Unix epoch */
 };
 
 /* Counters and clocks for /metrics, /readyz and the stats line. */
@@ -194,6 +195,7 @@ struct relay_eos {
         uint64_t resume_rows;         /* and how many of its rows are in */
         uint64_t resume_left;         /* rows of the current transaction still to skip */
         int64_t last_idle_ms;         /* the last checkpoint-only transaction */
+        int64_t bound_ms;             /* the time bound now: longer while draining a backlog; 0 at start */
         struct relay_poison poison[RELAY_POISON_MAX];
         size_t npoison, poison_next;
         uint64_t stats_committed, stats_aborted, stats_rows;
@@ -402,6 +404,19 @@ int relay_eos_after_record(struct relay *r);
 
 /* relay_eos_after_transaction() - a C line ending at @end_lsn; commit at the bounds. 0 or -EIO. */
 int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn);
+
+/*
+ * relay_eos_time_bound_ms() - the time bound of a Kafka transaction in ms:
+ * @txn_max_ms (--kafka-transaction-time), or while draining a backlog, i.e.
+ * when @lag_us (µs from a PostgreSQL commit to the server sending it, both by
+ * the server's clock) exceeds RELAY_EOS_BACKLOG_LAG_US,
+ * RELAY_EOS_BACKLOG_FACTOR times that, at most RELAY_EOS_BACKLOG_MAX_MS
+ * unless @txn_max_ms is longer already. Pure; no errors.
+ */
+#define RELAY_EOS_BACKLOG_LAG_US 250000
+#define RELAY_EOS_BACKLOG_FACTOR 5
+#define RELAY_EOS_BACKLOG_MAX_MS 1000
+int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us);
 
 /* relay_eos_idle() - nothing more to read now: commit an open transaction old enough. 0 or -EIO. */
 int relay_eos_idle(struct relay *r);

@@ -207,6 +207,38 @@ def test_idle_relay_commits_at_the_transaction_time_bound(case):
     assert relay.stop() == EXIT_OK, relay.log
 
 
+def test_backlog_drains_in_longer_transactions(case):
+    """A relay that starts behind (rows committed while it was down) commits
+    Kafka transactions of up to 5 times --kafka-transaction-time while it
+    drains the backlog, so that fewer commits hold the stream, and returns
+    to the short bound once a live row comes. The backlog is told by the
+    server's clock alone: a commit's timestamp against its XLogData's send
+    time."""
+    coll = collector(case, isolation="read_committed")
+    relay = start_relay(case, *EOS)
+    assert relay.stop() == EXIT_OK, relay.log
+    conn = case.connect(autocommit=False)
+    commits = [insert_rows(conn, [{"work_id": "late-%d-%d" % (t, i), "kind": KIND,
+                                   "payload": {"n": i}} for i in range(5)]) for t in range(400)]
+    time.sleep(0.5)     # the backlog's age is the condition under test (above 250 ms)
+    relay = start_relay(case, *EOS, "--kafka-transaction-time=0.05", "--log-level=debug",
+                        create_slot=False)
+    verify_exactly_once(case, coll, [w for c in commits for w in c.work_ids], "eos_backlog",
+                        relays=[relay])
+    assert "draining a backlog" in relay.log and "Kafka transactions of up to 250 ms" in relay.log, \
+        relay.log[-3000:]
+    live = []
+    for i in range(60):
+        live += insert_rows(conn, [{"work_id": "live-%d" % i, "kind": KIND, "payload": {}}]).work_ids
+        if "done with a backlog" in relay.log:
+            break
+        wait_until(lambda: set(live) <= coll.ids(), 30, what="the live row", tick=coll.poll)
+    assert "done with a backlog" in relay.log, relay.log[-3000:]
+    assert "Kafka transactions of up to 50 ms" in relay.log.split("done with a backlog")[-1][:200]
+    conn.close()
+    assert relay.stop() == EXIT_OK, relay.log
+
+
 def test_standby_takes_over_and_fences_the_first(case):
     """Relay A is frozen (SIGSTOP) past wal_sender_timeout; standby B gets the
     slot, and its init_transactions fences A's producer. When A is thawed
