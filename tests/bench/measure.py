@@ -16,7 +16,7 @@ import os
 import threading
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import procs
@@ -260,3 +260,14 @@ def percentile(sorted_values, q):
         return None
     k = max(0, min(len(sorted_values) - 1, int(round(q / 100.0 * len(sorted_values) + 0.5)) - 1))
     return sorted_values[k]
+
+
+def one_transaction(bootstrap, topic, transactional_id, timeout=120):
+    """Commit one Kafka transaction of one record to topic as
+    transactional_id: on a fresh broker, this creates the transaction state
+    log. Raises confluent_kafka.KafkaException on failure."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    p.init_transactions(timeout)
+    p.begin_transaction()
+    p.produce(topic, key=b"warmup", value=b"warmup")
+    p.commit_transaction(timeout)
