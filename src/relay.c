@@ -486,8 +486,8 @@ static int new_producer(struct relay *r, char *err, size_t errlen)
 /*
  * Between sessions: keep acknowledged work, discard the rest (and a broken
  * producer). Returns 0; -ECANCELED when a failure that must stop the relay
- * (r->failure, not RELAY_EXIT_RETRY) arrived meanwhile; -EPERM when the
- * producer was fenced; -EIO when no new producer could be made.
+ * (r->failure, not RELAY_EXIT_RETRY) arrived meanwhile; -EIO when no new
+ * producer could be made.
  */
 static int recover(struct relay *r)
 {
@@ -498,21 +498,18 @@ static int recover(struct relay *r)
                !*r->stop)
                 relay_wait(r, 100, 0);
         relay_drop_nacks(r);
+        /* --exactly-once: what is open is aborted; streaming again redoes it. */
+        if (!r->producer_broken && relay_eos_abort(r) < 0)
+                r->producer_broken = true;
         /*
-         * A failure no retry cures, learnt while draining, stops the relay as
-         * it would have in the session: a producer fenced by the relay that took
-         * the slot over, when the stream was found lost first, once went back
-         * to waiting as a warm standby after saying it was stopping.
+         * A failure no retry cures, learnt while draining or aborting, stops the
+         * relay as it would have in the session. Fenced, for one: another relay
+         * holds the id now, and restarting would fence it in turn (a relay that
+         * found its stream lost before its producer's fatal _FENCED once went
+         * back to waiting as a warm standby after saying it was stopping).
          */
         if (r->failure && r->failure != RELAY_EXIT_RETRY)
                 return -ECANCELED;
-        /* --exactly-once: what is open is aborted; streaming again redoes it. */
-        if (!r->producer_broken && relay_eos_abort(r) < 0) {
-                /* Fenced: another relay holds the id now; restarting would fence it in turn. */
-                if (r->failure == RELAY_EXIT_ENVIRONMENT)
-                        return -EPERM;
-                r->producer_broken = true;
-        }
         if (ledger_outstanding(r->ledger) > 0 && !relay_eos_on(r))
                 r->producer_broken = true;
         if (r->producer_broken) {
@@ -778,7 +775,7 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 code = recover(&r);
                 if (code < 0) {
                         if (code != -ECANCELED)
-                                r.failure = code == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY;
+                                r.failure = RELAY_EXIT_RETRY;
                         break;
                 }
                 code = r.pg_session_code;
