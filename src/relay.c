@@ -189,7 +189,7 @@ static int read_stream(struct relay *r, bool draining)
                         continue;
                 if (m.data_start > r->fb.write_lsn)
                         r->fb.write_lsn = m.data_start;
-                r->fb.send_time_us = m.send_time_us + REPLMSG_PG_EPOCH_OFFSET_S * INT64_C(1000000);
+                r->fb.send_time_us = m.send_time_us;
                 relay_handle_line(r, &m);
         }
         return r->failure != failure ? -1 : 1;

@@ -67,7 +67,7 @@ int relay_eos_init(struct relay *r)
 
         r->eos.open = false;
         r->eos.pending = 0;
-        r->eos.bound_ms = 0;
+        r->eos.bound_ms = r->conf->txn_max_ms;
         r->eos.failed = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
         if (ret == 0)
@@ -384,7 +384,8 @@ int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)
 }
 
 /*
- * The bound a Kafka transaction is committed at. Draining a backlog, a row's
+ * Each PostgreSQL commit sets the bound the open Kafka transaction is
+ * committed at. Draining a backlog, a row's
  * wait is the backlog's, not the time bound's: fewer, larger Kafka
  * transactions drain it sooner, since each commit holds the stream for its
  * last delivery reports and the coordinator's round trips, and the next one
@@ -396,11 +397,6 @@ int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)
  * commit also holds while the stream is momentarily empty (the walsender
  * decodes the next part of the backlog): a live commit sets it back.
  */
-static int64_t time_bound_ms(const struct relay *r)
-{
-        return r->eos.bound_ms > 0 ? r->eos.bound_ms : r->conf->txn_max_ms;
-}
-
 int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
 {
         struct relay_eos *x = &r->eos;
@@ -408,9 +404,10 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
 
         if (!relay_eos_on(r))
                 return 0;
-        lag_us = r->txn.commit_time_us ? r->fb.send_time_us - r->txn.commit_time_us : 0;
+        lag_us = r->txn.commit_time_us ? r->fb.send_time_us + REPLMSG_PG_EPOCH_OFFSET_S * INT64_C(1000000) -
+                                         r->txn.commit_time_us : 0;
         bound = relay_eos_time_bound_ms(r->conf->txn_max_ms, lag_us);
-        if (bound != time_bound_ms(r))
+        if (bound != x->bound_ms)
                 log_debug("%s a backlog (a commit sent %" PRId64 " ms after it happened): Kafka "
                           "transactions of up to %" PRId64 " ms", bound > r->conf->txn_max_ms ?
                           "draining" : "done with", lag_us / 1000, bound);
@@ -428,7 +425,7 @@ int relay_eos_idle(struct relay *r)
 
         /* Nothing more to read now: a transaction open long enough, at a PostgreSQL boundary, goes. */
         if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger) ||
-            relay_mono_ms() - x->opened_ms < time_bound_ms(r))
+            relay_mono_ms() - x->opened_ms < x->bound_ms)
                 return 0;
         return commit(r, x->last_end, LSN_INVALID, 0);
 }
@@ -440,7 +437,7 @@ int64_t relay_eos_idle_due_ms(const struct relay *r)
 
         if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger))
                 return -1;
-        left = x->opened_ms + time_bound_ms(r) - relay_mono_ms();
+        left = x->opened_ms + x->bound_ms - relay_mono_ms();
         return left > 0 ? left : 0;
 }
 

@@ -84,7 +84,7 @@ struct relay_feedback {
         uint64_t write_lsn;        /* highest XLogData start received */
         uint64_t server_lsn;       /* highest WAL end the server reported */
         uint64_t sent_flush_lsn;   /* flush LSN of the last standby status update */
-        int64_t send_time_us;      /* the newest XLogData's send time, server clock, µs since the Unix epoch */
+        int64_t send_time_us;      /* the newest XLogData's send time, server clock, µs since 2000-01-01 */
 };
 
 /* Counters and clocks for /metrics, /readyz and the stats line. */
@@ -195,7 +195,7 @@ struct relay_eos {
         uint64_t resume_rows;         /* and how many of its rows are in */
         uint64_t resume_left;         /* rows of the current transaction still to skip */
         int64_t last_idle_ms;         /* the last checkpoint-only transaction */
-        int64_t bound_ms;             /* the time bound now: longer while draining a backlog; 0 at start */
+        int64_t bound_ms;             /* the time bound now: --kafka-transaction-time, longer in a backlog */
         struct relay_poison poison[RELAY_POISON_MAX];
         size_t npoison, poison_next;
         uint64_t stats_committed, stats_aborted, stats_rows;
