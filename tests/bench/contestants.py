@@ -335,7 +335,6 @@ class Broker(Base):
         def latencies():
             return [(_rfc3339(ce), now) for _, now, ce in consumer.received if ce]
         try:
-            time.sleep(0.5)  # let the consumer connect and fetch before the first record
             out = {}
             for rate in rates:
                 # the producer is the load: one run of warm-up + duration per rate
@@ -415,8 +414,8 @@ class _ToKafka(Base):
         consumer = None
         try:
             ctx.wait_slot_active(self.slot, child)
+            # no wait for it to connect: rows of the warm-up are left out of the latencies
             consumer = measure.LatencyConsumer(ctx.kafka.bootstrap, [topic], ctx.partitions)
-            time.sleep(0.5)
 
             def latencies():
                 keys = [k.decode() for k, _, _ in consumer.received]

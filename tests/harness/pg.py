@@ -323,6 +323,15 @@ class PostgresServer:
         rows = self.query(sql, params, dbname)
         return rows[0][0] if rows else None
 
+    def wait_clock(self, seconds, tick=None):
+        """Wait until the server's clock has moved seconds past where it is
+        now: what was committed before the call is then that old by the
+        clock that stamps commits and XLogData."""
+        start = self.scalar("SELECT clock_timestamp()")
+        procs.wait_until(lambda: self.scalar("SELECT clock_timestamp() - %s > make_interval(secs => %s)",
+                                             (start, seconds)),
+                         seconds + 30, what="the server's clock to move %g s" % seconds, tick=tick)
+
     def psql(self, sql=None, dbname="postgres", file=None):
         """Run the psql binary (-X, ON_ERROR_STOP) with sql or a file; returns stdout."""
         argv = [self._bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",

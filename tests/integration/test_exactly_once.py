@@ -220,7 +220,7 @@ def test_backlog_drains_in_longer_transactions(case):
     conn = case.connect(autocommit=False)
     commits = [insert_rows(conn, [{"work_id": "late-%d-%d" % (t, i), "kind": KIND,
                                    "payload": {"n": i}} for i in range(5)]) for t in range(400)]
-    time.sleep(0.5)     # the backlog's age is the condition under test (above 250 ms)
+    case.pg.wait_clock(0.4)     # the condition under test: the backlog older than 250 ms
     relay = start_relay(case, *EOS, "--kafka-transaction-time=0.05", "--log-level=debug",
                         create_slot=False)
     verify_exactly_once(case, coll, [w for c in commits for w in c.work_ids], "eos_backlog",

@@ -30,7 +30,7 @@ def backlog(case, tag, n):
     commit = insert_rows(conn, simple_rows(tag, n, kind=tag))
     conn.close()
     committed_at = time.time()
-    time.sleep(2 * WINDOW_MS / 1000)  # the backlog ages past the topic's limit (the condition under test)
+    case.pg.wait_clock(2 * WINDOW_MS / 1000)  # the backlog ages past the topic's limit (the condition under test)
     return topic, commit, committed_at
 
 
