@@ -257,13 +257,15 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
  * librdkafka's own log lines. What matters reaches the relay as an error
  * event or a delivery report, which it words once; the lines repeat them
  * (and normal retries such as "Coordinator load in progress"), so they are
- * debug output except for the emergencies. @locality: any librdkafka thread;
- * log_msg() writes whole lines.
+ * debug output except for the emergencies and TXNERR: why librdkafka failed
+ * a Kafka transaction, which no event or report carries when a request of
+ * the transaction (AddPartitionsToTxn, say) failed rather than a record.
+ * @locality: any librdkafka thread; log_msg() writes whole lines.
  */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
         (void)rk;
-        if (level <= 2)
+        if (level <= 2 || (level <= 3 && strcmp(fac, "TXNERR") == 0))
                 log_msg(LOG_LEVEL_WARNING, "kafka %s: %s", fac, buf);
         else
                 log_debug("kafka %s: %s", fac, buf);

@@ -66,6 +66,7 @@ int relay_eos_init(struct relay *r)
         int ret;
 
         r->eos.open = false;
+        r->eos.aborting = false;
         r->eos.pending = 0;
         r->eos.bound_ms = r->conf->txn_max_ms;
         r->eos.failed = false;
@@ -122,13 +123,21 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
 {
         struct relay_eos *x = &r->eos;
 
-        /* Purged by an abort: they belonged to a transaction that is gone. */
-        if (!relay_eos_on(r) || strcmp(rep->error.name, "_PURGE_QUEUE") == 0 ||
-            strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0)
+        bool purged = strcmp(rep->error.name, "_PURGE_QUEUE") == 0 ||
+                      strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0;
+
+        /* Purged by the relay's own abort, or after it: a transaction that is gone. */
+        if (!relay_eos_on(r) || (purged && (x->aborting || !x->open)))
                 return;
         if (x->pending)
                 x->pending--;
-        if (rep->error.code) {
+        if (purged && !x->failed) {
+                /* librdkafka failed the open transaction itself and purged its records. */
+                x->failed = true;
+                snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
+                snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka failed it and purged its "
+                         "records; the reason is its \"kafka TXNERR\" warning above");
+        } else if (rep->error.code && !purged) {
                 x->failed = true;
                 snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
                 snprintf(x->fail_text, sizeof(x->fail_text), "%s", rep->error.text);
@@ -183,12 +192,14 @@ static int abort_open(struct relay *r)
 
         if (!x->open)
                 return 0;
+        x->aborting = true;
         for (;;) {
                 ret = producer_abort_transaction(r->prod, CALL_MS, &e);
                 if (ret != -EAGAIN || relay_mono_ms() > deadline)
                         break;
                 relay_wait(r, 0, 0);
         }
+        x->aborting = false;
         x->open = false;
         x->pending = 0;
         x->stats_aborted++;
@@ -216,8 +227,8 @@ static int abort_failed(struct relay *r)
         snprintf(why, sizeof(why), "%s (%s)", x->fail_text, x->fail_name);
         if (abort_open(r) < 0)
                 return -EIO;
-        relay_fail(r, RELAY_EXIT_RETRY, "a record of the Kafka transaction failed (%s): aborted it; "
-                   "streaming again from the slot, the committed part is skipped", why);
+        relay_fail(r, RELAY_EXIT_RETRY, "the Kafka transaction failed: %s; aborted it, streaming again "
+                   "from the slot (the committed part is skipped)", why);
         return -EIO;
 }
 
@@ -229,15 +240,24 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
         if (!relay_eos_on(r) || !x->open || e->code != PRODUCER_ERR_STATE)
                 return 0;
         /*
-         * librdkafka refuses to enqueue into a transaction that has become
-         * abortable, before the delivery report that made it so is served:
-         * serve the reports, and if one failed, the refusal was that.
+         * In an open transaction librdkafka refuses to enqueue only once the
+         * transaction has become abortable: a record's delivery failed, or a
+         * request of its own did (AddPartitionsToTxn, an epoch bump), which
+         * no delivery report names. A fatal error is _FATAL, not _STATE.
+         * Serve the reports so a record's own error is known (the replay
+         * then applies its --on-error policy), then abort either way.
          */
         while (x->pending > 0 && !x->failed && !r->failure && !r->producer_broken &&
                relay_mono_ms() < deadline)
                 relay_wait(r, 50, 0);
-        if (!x->failed)
-                return 0;
+        if (!x->failed) {
+                x->failed = true;
+                snprintf(x->fail_name, sizeof(x->fail_name), "%s", e->name);
+                snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka refused a record: %.300s, as "
+                         "it does once it has failed the transaction; the reason is its \"kafka TXNERR\" "
+                         "warning above",
+                         e->text);
+        }
         abort_failed(r);
         return -ECANCELED;
 }

@@ -182,6 +182,7 @@ struct relay_poison {
 struct relay_eos {
         char tid[512];                /* the transactional.id */
         bool open;                    /* a Kafka transaction is open */
+        bool aborting;                /* the relay is aborting it: purged records are expected */
         int64_t opened_ms;            /* monotonic */
         uint64_t messages, bytes;     /* records and their bytes in the open one */
         uint64_t pending;             /* records of the open one without a delivery report */
@@ -436,11 +437,12 @@ int relay_eos_abort(struct relay *r);
 
 /*
  * relay_eos_produce_failed() - a produce inside the open Kafka transaction
- * failed with @e. When it is librdkafka's _STATE because a record of the
- * transaction had failed (its delivery report not yet served), serve the
- * reports, abort the transaction and record a retry (streaming again from
- * the slot; the failed row meets its --on-error policy): returns
- * -ECANCELED. Otherwise 0: the caller handles @e.
+ * failed with @e. When it is librdkafka's _STATE, the transaction has failed
+ * (librdkafka's abortable state: a record's delivery failed, or a request of
+ * the transaction, such as AddPartitionsToTxn, did): serve the reports so a
+ * record's own error is known, abort the transaction and record a retry
+ * (streaming again from the slot; a failed row meets its --on-error policy):
+ * returns -ECANCELED. Otherwise 0: the caller handles @e.
  */
 int relay_eos_produce_failed(struct relay *r, const struct producer_error *e);
 

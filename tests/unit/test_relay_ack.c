@@ -6,8 +6,11 @@
  * the relay (exit 4), a record that only shared a batch refused as too large
  * is sent again once, a cluster error discards the producer (exit 1), a
  * fatal one stops (exit 3), a failed dead-letter publish stops (exit 4), and
- * the in-flight bytes the producer counts return to zero. No PostgreSQL, no
- * real broker: milliseconds.
+ * the in-flight bytes the producer counts return to zero. Under
+ * --exactly-once, a Kafka transaction that librdkafka fails by itself (a
+ * request of the transaction refused, its records purged, no record's
+ * report naming it) is aborted at once and streamed again, never taken for a
+ * stop. No PostgreSQL, no real broker: milliseconds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +26,7 @@
 #define TOPIC "orders"
 #define DEAD "dead"
 #define KAFKA_API_PRODUCE 0  /* Kafka protocol ApiKey of ProduceRequest */
+#define KAFKA_API_ADD_PARTITIONS_TO_TXN 24
 
 static volatile sig_atomic_t stop_flag;
 
@@ -35,7 +39,7 @@ struct world {
         const char *props[8];
 };
 
-static void world_open(struct world *w, const char *on_error, const char *timeout_ms)
+static void world_open_eos(struct world *w, const char *on_error, const char *timeout_ms, bool eos)
 {
         char err[512], *argv[16];
         int argc = 0;
@@ -52,6 +56,8 @@ static void world_open(struct world *w, const char *on_error, const char *timeou
         argv[argc++] = (char *)rd_kafka_mock_cluster_bootstraps(w->mc);
         argv[argc++] = (char *)on_error;
         argv[argc++] = "--dead-letter-topic=" DEAD;
+        if (eos)
+                argv[argc++] = "--exactly-once";
         argv[argc] = NULL;
         CHECK(config_parse(argc, argv, &w->conf, err, sizeof(err)) == 0);
         CHECK(pipe2(w->pipefd, O_NONBLOCK) == 0);
@@ -70,8 +76,21 @@ static void world_open(struct world *w, const char *on_error, const char *timeou
         w->props[5] = "10";
         w->r.prod_opts = (struct producer_options){.brokers = w->conf.brokers, .props = w->props,
                                                   .nprops = 3, .queue_messages = 1000};
+        if (eos) {
+                snprintf(w->r.eos.tid, sizeof(w->r.eos.tid), "test-txn");
+                w->r.prod_opts.transactional_id = w->r.eos.tid;
+        }
         CHECK(producer_new(&w->r.prod_opts, relay_on_delivery, relay_on_kafka_event, &w->r, &w->r.prod,
                            err, sizeof(err)) == 0);
+        if (eos) {
+                CHECK(relay_eos_init(&w->r) == 0);
+                w->r.watch.slot_checked = true;
+        }
+}
+
+static void world_open(struct world *w, const char *on_error, const char *timeout_ms)
+{
+        world_open_eos(w, on_error, timeout_ms, false);
 }
 
 static void world_close(struct world *w)
@@ -229,6 +248,106 @@ static void test_cluster_error_discards_the_producer(void)
         world_close(&w);
 }
 
+/*
+ * One row into the open Kafka transaction, as relay_row.c's publish_row()
+ * does it: the transaction opened first, a _STATE refusal handed to
+ * relay_eos_produce_failed(). Returns 0, -ECANCELED when that aborted the
+ * transaction, or relay_produce()'s error when it left the error to the caller.
+ */
+static int produce_eos_row(struct world *w, const char *work_id)
+{
+        struct producer_error e;
+        ledger_ticket t;
+        int ret;
+
+        CHECK(ledger_add_message(w->r.ledger, &t) == 0);
+        CHECK(relay_eos_before_record(&w->r) == 0);
+        ret = relay_produce(&w->r, &(struct producer_msg){.topic = TOPIC, .key = work_id,
+                            .key_len = strlen(work_id), .value = "{}", .value_len = 2, .ticket = t}, &e);
+        if (ret < 0) {
+                ledger_cancel_message(w->r.ledger, t);
+                return relay_eos_produce_failed(&w->r, &e) < 0 ? -ECANCELED : ret;
+        }
+        relay_eos_produced(&w->r, 2);
+        return 0;
+}
+
+/*
+ * The broker refuses AddPartitionsToTxn: librdkafka makes the transaction
+ * abortable and purges its record; no report names a failed record. The
+ * next produce is refused with _STATE: the relay aborts and streams again
+ * (exit 1 if it came to that), it does not stop as if no retry could cure it.
+ */
+static void test_eos_transaction_failed_by_librdkafka_refuses_next_record(void)
+{
+        struct world w;
+        int64_t start;
+        int i, ret = 0;
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
+                                          RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+        /* librdkafka fails the transaction on its own thread; no report is served here */
+        for (i = 0; i < 50 && (ret = produce_eos_row(&w, "next-1")) == 0; i++)
+                usleep(100 * 1000);
+        start = relay_mono_ms();
+        CHECK_INT(ret, -ECANCELED);
+        CHECK(i > 0);                                  /* the first record was taken */
+        CHECK(relay_mono_ms() - start < 5000);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.producer_broken, 0);
+        CHECK_INT(w.r.eos.open, 0);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);    /* nothing confirmed */
+        world_close(&w);
+}
+
+/*
+ * The same failure met at a commit: the purged record's report ends the
+ * wait for reports at once (not after the 60 s bound), and the transaction
+ * is aborted and streamed again.
+ */
+static void test_eos_transaction_failed_by_librdkafka_at_commit(void)
+{
+        struct world w;
+        int64_t start;
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
+                                          RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+        CHECK_INT(produce_eos_row(&w, "first-2"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        start = relay_mono_ms();
+        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        CHECK(relay_mono_ms() - start < 5000);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.eos.stats_committed, 0);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
+/* A refusal with _STATE and no report at all outstanding (the first record of a transaction). */
+static void test_eos_state_refusal_without_reports_aborts(void)
+{
+        struct world w;
+        struct producer_error e = {.code = PRODUCER_ERR_STATE};
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        snprintf(e.name, sizeof(e.name), "_STATE");
+        snprintf(e.text, sizeof(e.text), "Local: Erroneous state");
+        CHECK(relay_eos_before_record(&w.r) == 0);
+        CHECK_INT(w.r.eos.pending, 0);
+        CHECK_INT(relay_eos_produce_failed(&w.r, &e), -ECANCELED);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.eos.open, 0);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        world_close(&w);
+}
+
 static void test_classification(void)
 {
         CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, 0), PRODUCER_FAULT_RECORD);
@@ -252,5 +371,8 @@ int main(void)
         test_dead_letter_failure_stops();
         test_collateral_resend();
         test_cluster_error_discards_the_producer();
+        test_eos_transaction_failed_by_librdkafka_refuses_next_record();
+        test_eos_transaction_failed_by_librdkafka_at_commit();
+        test_eos_state_refusal_without_reports_aborts();
         return check_summary();
 }
