@@ -117,6 +117,7 @@ def test_killed_between_kafka_commit_and_slot_confirm(case):
     commits = [insert_rows(conn, rows[i:i + 100]) for i in range(0, len(rows), 100)]
     walsender = case.slot_info()["active_pid"]
     wait_until(lambda: len(coll.ids()) >= 200, 60, what="some rows to arrive", tick=coll.poll)
+    assert walsender is not None and relay.proc.poll() is None, "the relay stopped streaming (its log is below)"
     os.kill(walsender, signal.SIGSTOP)
     try:
         # the relay keeps committing what it already read, the slot stands still
