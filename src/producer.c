@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -27,6 +28,17 @@ struct producer {
         int brokers_up;          /* see producer_brokers_up() */
         bool down;               /* all.brokers.down reported and not yet the way back */
         uint64_t inflight_bytes; /* producer_msg_bytes() of messages whose report is not served */
+        /*
+         * Partitions the transaction coordinator refused to add to the open
+         * transaction (AddPartitionsToTxn), from librdkafka's ADDPARTS log
+         * line on its main thread: no report or event carries them.
+         */
+        pthread_mutex_t refused_lock;
+        struct {
+                char topic[256];
+                int code;
+        } refused[8];
+        size_t nrefused;
 };
 
 /*
@@ -253,6 +265,64 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         p->on_event(p->ctx, PRODUCER_EVENT_ERROR, &e);
 }
 
+/* librdkafka's text of a broker error code back to the code (rd_kafka_err2str() inverted), or 0. */
+static int code_of_text(const char *text)
+{
+        const struct rd_kafka_err_desc *descs;
+        size_t n;
+
+        rd_kafka_get_err_descs(&descs, &n);
+        for (size_t i = 0; i < n; i++)
+                if (descs[i].desc && descs[i].code > 0 && strcmp(descs[i].desc, text) == 0)
+                        return descs[i].code;
+        return 0;
+}
+
+/*
+ * librdkafka 2.0.2 (rdkafka_txnmgr.c, rd_kafka_txn_handle_AddPartitionsToTxn)
+ * logs a partition the coordinator refused for good as
+ * 'Failed to add partition "TOPIC" [N] to transaction: ERRSTR'. Kafka topic
+ * names hold no quote. @locality: librdkafka's main thread.
+ */
+static void note_refused_partition(struct producer *p, const char *line)
+{
+        static const char lead[] = "Failed to add partition \"", mid[] = "to transaction: ";
+        const char *t = strstr(line, lead), *q, *why;
+        int code;
+
+        if (!p || !t)
+                return;
+        t += sizeof(lead) - 1;
+        q = strchr(t, '"');
+        why = q ? strstr(q, mid) : NULL;
+        if (!why || (size_t)(q - t) >= sizeof(p->refused[0].topic))
+                return;
+        code = code_of_text(why + sizeof(mid) - 1);
+        if (!code)
+                return;
+        pthread_mutex_lock(&p->refused_lock);
+        if (p->nrefused < sizeof(p->refused) / sizeof(p->refused[0])) {
+                snprintf(p->refused[p->nrefused].topic, sizeof(p->refused[0].topic), "%.*s",
+                         (int)(q - t), t);
+                p->refused[p->nrefused++].code = code;
+        }
+        pthread_mutex_unlock(&p->refused_lock);
+}
+
+int producer_refused_partition(struct producer *p, const char *topic, struct producer_error *ret_error)
+{
+        int ret = -ENOENT;
+
+        pthread_mutex_lock(&p->refused_lock);
+        for (size_t i = 0; i < p->nrefused && ret; i++)
+                if (strcmp(p->refused[i].topic, topic) == 0) {
+                        set_error(ret_error, p->refused[i].code, 0, NULL);
+                        ret = 0;
+                }
+        pthread_mutex_unlock(&p->refused_lock);
+        return ret;
+}
+
 /*
  * librdkafka's own log lines. What matters reaches the relay as an error
  * event or a delivery report, which it words once; the lines repeat them
@@ -264,7 +334,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
  */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-        (void)rk;
+        if (level <= 3 && strcmp(fac, "ADDPARTS") == 0)
+                note_refused_partition(rd_kafka_opaque(rk), buf);
         if (level <= 2 || (level <= 3 && strcmp(fac, "TXNERR") == 0))
                 log_msg(LOG_LEVEL_WARNING, "kafka %s: %s", fac, buf);
         else
@@ -300,6 +371,7 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
 
         if (!p)
                 return -ENOMEM;
+        pthread_mutex_init(&p->refused_lock, NULL);
         p->pipefd[0] = p->pipefd[1] = -1;
         p->dr = dr;
         p->on_event = on_event;
@@ -375,6 +447,7 @@ struct producer *producer_free(struct producer *p)
                 close(p->pipefd[0]);
         if (p->pipefd[1] >= 0)
                 close(p->pipefd[1]);
+        pthread_mutex_destroy(&p->refused_lock);
         free(p);
         return NULL;
 }
@@ -394,6 +467,8 @@ int producer_poll(struct producer *p)
 }
 
 _Static_assert(PRODUCER_ERR_STATE == RD_KAFKA_RESP_ERR__STATE, "PRODUCER_ERR_STATE is librdkafka's __STATE");
+_Static_assert(PRODUCER_ERR_INVALID_TXN_STATE == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE,
+               "PRODUCER_ERR_INVALID_TXN_STATE is Kafka's INVALID_TXN_STATE");
 
 int producer_send(struct producer *p, const struct producer_msg *m, struct producer_error *ret_error)
 {
@@ -635,6 +710,9 @@ int producer_init_transactions(struct producer *p, int timeout_ms, struct produc
 
 int producer_begin_transaction(struct producer *p, struct producer_error *ret_error)
 {
+        pthread_mutex_lock(&p->refused_lock);
+        p->nrefused = 0;
+        pthread_mutex_unlock(&p->refused_lock);
         return txn_result(rd_kafka_begin_transaction(p->rk), ret_error);
 }
 

@@ -87,6 +87,7 @@ const char *producer_fix(int code);
 /* Kafka's MESSAGE_TOO_LARGE (protocol error code 10): a record or its batch too large for the topic. */
 #define PRODUCER_ERR_MSG_SIZE_TOO_LARGE 10
 #define PRODUCER_ERR_STATE (-172) /* RD_KAFKA_RESP_ERR__STATE: not allowed in the producer's (transaction) state */
+#define PRODUCER_ERR_INVALID_TXN_STATE 48 /* the coordinator's answer to ending a transaction it never began */
 
 /* Everything a delivery report tells about one message, borrowed during the callback. */
 struct producer_report {
@@ -238,6 +239,18 @@ int producer_broker_config(struct producer *p, int32_t broker_id, const char *na
 
 /* producer_init_transactions() - register the transactional id, fence older epochs; blocks up to @timeout_ms. */
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
+
+/*
+ * producer_refused_partition() - did the transaction coordinator refuse for
+ * good to add a partition of @topic to the open transaction (its
+ * AddPartitionsToTxn answer, e.g. TOPIC_AUTHORIZATION_FAILED without WRITE on
+ * the topic)? librdkafka then fails the transaction and purges its records
+ * (_PURGE_QUEUE reports) without naming the topic anywhere but its ADDPARTS
+ * log line, which the producer reads (librdkafka 2.0.2's wording). Returns 0
+ * with the refusal's code, class, name and text in @ret_error, or -ENOENT.
+ * Cleared by producer_begin_transaction(). @locality: any thread.
+ */
+int producer_refused_partition(struct producer *p, const char *topic, struct producer_error *ret_error);
 
 /* producer_begin_transaction() - start a transaction; never blocks. */
 int producer_begin_transaction(struct producer *p, struct producer_error *ret_error);

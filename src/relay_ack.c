@@ -177,6 +177,8 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
 {
         struct relay *r = ctx;
         const struct producer_msg *m = &rep->msg;
+        struct producer_report refused;
+        struct producer_error why;
         char work_id[256], lsn[32], xid[16], source[1024], table[512];
         uint64_t ticket = m->ticket & ~TICKET_RESENT;
 
@@ -188,9 +190,18 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                 return;
         }
         relay_eos_report(r, rep);
-        /* Purged by an aborted Kafka transaction: streaming again from the slot redoes it. */
-        if (strcmp(rep->error.name, "_PURGE_QUEUE") == 0 || strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0)
-                return;
+        if (strcmp(rep->error.name, "_PURGE_QUEUE") == 0 || strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0) {
+                /*
+                 * Purged by an aborted Kafka transaction: streaming again from
+                 * the slot redoes it. Unless the coordinator refused its topic
+                 * to the transaction: then the refusal is this record's own.
+                 */
+                if (!relay_eos_refused_topic(r, m->topic, &why))
+                        return;
+                refused = *rep;
+                refused.error = why;
+                rep = &refused;
+        }
         if (rep->error.code == 0) {
                 int64_t stamp;
                 bool stamped = ledger_ticket_stamp(r->ledger, ticket, &stamp) == 0;
@@ -234,8 +245,9 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                 uint64_t end = LSN_INVALID;
 
                 /* The Kafka transaction fails: aborted at its commit, replayed, this row then judged. */
-                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)",
-                         m->topic, rep->error.text, rep->error.name);
+                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)%s%s",
+                         m->topic, rep->error.text, rep->error.name, producer_fix(rep->error.code) ?
+                         ". " : "", producer_fix(rep->error.code) ? producer_fix(rep->error.code) : "");
                 lsn_parse(lsn, strlen(lsn), &end);
                 relay_eos_poison(r, end, work_id, rep->error.name, reason);
                 return;
@@ -360,7 +372,7 @@ void relay_on_kafka_event(void *ctx, enum producer_event ev, const struct produc
                 log_warning("kafka: %s: %s", e->name, e->text);
                 return;
         case PRODUCER_EVENT_FATAL:
-                if (e->fault == PRODUCER_FAULT_CLUSTER) {
+                if (e->fault == PRODUCER_FAULT_CLUSTER || relay_eos_abort_refused(r, e)) {
                         relay_fail(r, RELAY_EXIT_RETRY, "fatal Kafka producer error: %s: %s; discarding "
                                    "the producer and streaming again from the slot", e->name, e->text);
                         r->producer_broken = true;

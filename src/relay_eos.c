@@ -67,6 +67,7 @@ int relay_eos_init(struct relay *r)
 
         r->eos.open = false;
         r->eos.aborting = false;
+        r->eos.refused = false;
         r->eos.pending = 0;
         r->eos.bound_ms = r->conf->txn_max_ms;
         r->eos.failed = false;
@@ -102,6 +103,7 @@ static int ensure_open(struct relay *r)
         x->opened_ms = relay_mono_ms();
         x->messages = x->bytes = 0;
         x->failed = false;
+        x->refused = false;
         return 0;
 }
 
@@ -144,6 +146,20 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
         }
 }
 
+bool relay_eos_refused_topic(struct relay *r, const char *topic, struct producer_error *ret_error)
+{
+        const struct relay_eos *x = &r->eos;
+
+        return relay_eos_on(r) && x->open && !x->aborting &&
+               producer_refused_partition(r->prod, topic, ret_error) == 0 &&
+               (ret_error->fault == PRODUCER_FAULT_RECORD || ret_error->fault == PRODUCER_FAULT_FATAL);
+}
+
+bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e)
+{
+        return relay_eos_on(r) && r->eos.refused && e->code == PRODUCER_ERR_INVALID_TXN_STATE;
+}
+
 bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *work_id, size_t len,
                         char *ret_code, size_t code_size, char *ret_reason, size_t reason_size)
 {
@@ -179,6 +195,10 @@ void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, co
         snprintf(p->work_id, sizeof(p->work_id), "%s", id);
         snprintf(p->code, sizeof(p->code), "%s", code);
         snprintf(p->reason, sizeof(p->reason), "%s", reason);
+        x->refused = true;
+        /* The abort then says why: the record's refusal, not the purge that followed it. */
+        snprintf(x->fail_name, sizeof(x->fail_name), "%s", code);
+        snprintf(x->fail_text, sizeof(x->fail_text), "work ID \"%s\": %.400s", id, reason);
         x->failed = true;
 }
 
@@ -203,6 +223,13 @@ static int abort_open(struct relay *r)
         x->open = false;
         x->pending = 0;
         x->stats_aborted++;
+        if (ret < 0 && relay_eos_abort_refused(r, &e)) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot abort the Kafka transaction: %s (%s), since the "
+                           "coordinator never began it (%s); a new producer streams again from the slot",
+                           e.text, e.name, x->fail_text);
+                r->producer_broken = true;
+                return -EIO;
+        }
         if (ret < 0) {
                 relay_fail(r, ret == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
                            "cannot abort the Kafka transaction: %s (%s)", e.text, e.name);

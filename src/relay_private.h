@@ -187,6 +187,7 @@ struct relay_eos {
         uint64_t messages, bytes;     /* records and their bytes in the open one */
         uint64_t pending;             /* records of the open one without a delivery report */
         bool failed;                  /* one of them failed: it must be aborted */
+        bool refused;                 /* one was refused as its own fault (relay_eos_poison()) */
         char fail_name[64], fail_text[512];
         uint64_t last_end;            /* end LSN of the newest PostgreSQL transaction fully in */
         uint64_t part_rows;           /* rows of the current PostgreSQL transaction handled so far */
@@ -434,6 +435,25 @@ int relay_eos_flush(struct relay *r);
 
 /* relay_eos_abort() - abort what is open (its records are produced again). 0 or -EIO. */
 int relay_eos_abort(struct relay *r);
+
+/*
+ * relay_eos_refused_topic() - a record of @topic was purged from the open
+ * Kafka transaction, which librdkafka failed because the transaction
+ * coordinator refused the topic's partition for good
+ * (producer_refused_partition()) with an error that is the record's own
+ * (TOPIC_AUTHORIZATION_FAILED) or fatal: true, with it in @ret_error, and
+ * the caller handles the record as refused with it. Otherwise false.
+ */
+bool relay_eos_refused_topic(struct relay *r, const char *topic, struct producer_error *ret_error);
+
+/*
+ * relay_eos_abort_refused() - is @e, a fatal producer error, the
+ * coordinator's INVALID_TXN_STATE for the abort of a transaction it never
+ * began because it refused a record's topic (librdkafka 2.0.2 sends that
+ * EndTxn anyway)? Then a new producer may go on: the replay meets the
+ * refused row's --on-error policy.
+ */
+bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e);
 
 /*
  * relay_eos_produce_failed() - a produce inside the open Kafka transaction

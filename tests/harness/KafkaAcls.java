@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Grant ACLs on a SASL/PLAIN broker of the test harness: allow one principal
- * some operations on some topics (literal names, any host), logged in as a
- * super user. Run by SaslKafkaBroker.grant() (tests/harness/kafka.py) with
+ * some operations on some topics, or transactional ids written
+ * "transactional-id:NAME" (literal names, any host; Kafka topic names hold no
+ * colon), logged in as a super user. Run by SaslKafkaBroker.grant() (tests/harness/kafka.py) with
  * java's source-file mode and the broker's own jars on the class path:
  *
  *   java -cp '<kafka libs>/*' KafkaAcls.java BOOTSTRAP ADMIN_USER ADMIN_PASSWORD \
- *        PRINCIPAL OPERATION[,OPERATION...] TOPIC...
+ *        PRINCIPAL OPERATION[,OPERATION...] RESOURCE...
  *
  * e.g. ... 127.0.0.1:9092 admin secret User:relay WRITE,DESCRIBE orders.created
  * Exits 0 once the controller accepted every binding; else prints why and
@@ -27,10 +28,12 @@ import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourceType;
 
 public class KafkaAcls {
+        private static final String TXN = "transactional-id:";
+
         public static void main(String[] args) throws Exception {
                 if (args.length < 6) {
                         System.err.println("usage: KafkaAcls BOOTSTRAP ADMIN_USER ADMIN_PASSWORD "
-                                           + "PRINCIPAL OPERATION[,OPERATION...] TOPIC...");
+                                           + "PRINCIPAL OPERATION[,OPERATION...] RESOURCE...");
                         System.exit(2);
                 }
                 Properties p = new Properties();
@@ -48,8 +51,12 @@ public class KafkaAcls {
                         }
                         for (int i = 5; i < args.length; i++)
                                 acls.add(new AclBinding(
-                                        new ResourcePattern(ResourceType.TOPIC, args[i],
-                                                            PatternType.LITERAL),
+                                        args[i].startsWith(TXN)
+                                        ? new ResourcePattern(ResourceType.TRANSACTIONAL_ID,
+                                                              args[i].substring(TXN.length()),
+                                                              PatternType.LITERAL)
+                                        : new ResourcePattern(ResourceType.TOPIC, args[i],
+                                                              PatternType.LITERAL),
                                         new AccessControlEntry(args[3], "*", operation,
                                                                AclPermissionType.ALLOW)));
                 }

@@ -260,10 +260,16 @@ static int produce_eos_row(struct world *w, const char *work_id)
         ledger_ticket t;
         int ret;
 
+        struct producer_header h[2] = {
+                {"ce_id", work_id, strlen(work_id)},
+                {"ce_pglsn", "0/10", 4},
+        };
+
         CHECK(ledger_add_message(w->r.ledger, &t) == 0);
         CHECK(relay_eos_before_record(&w->r) == 0);
         ret = relay_produce(&w->r, &(struct producer_msg){.topic = TOPIC, .key = work_id,
-                            .key_len = strlen(work_id), .value = "{}", .value_len = 2, .ticket = t}, &e);
+                            .key_len = strlen(work_id), .value = "{}", .value_len = 2, .headers = h,
+                            .nheaders = 2, .ticket = t}, &e);
         if (ret < 0) {
                 ledger_cancel_message(w->r.ledger, t);
                 return relay_eos_produce_failed(&w->r, &e) < 0 ? -ECANCELED : ret;
@@ -330,6 +336,35 @@ static void test_eos_transaction_failed_by_librdkafka_at_commit(void)
         world_close(&w);
 }
 
+/*
+ * The coordinator refuses the topic's partition for good (no WRITE on the
+ * topic, as Kafka answers AddPartitionsToTxn): the purged record is taken
+ * as refused with TOPIC_AUTHORIZATION_FAILED, so the replay applies its
+ * --on-error policy to it instead of aborting and streaming again forever.
+ */
+static void test_eos_topic_refused_to_the_transaction_is_the_records_error(void)
+{
+        struct world w;
+        char code[64], reason[1024];
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
+                                          RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        CHECK_INT(produce_eos_row(&w, "denied-3"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);      /* aborted, streamed again... */
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        /* ...where the row meets its policy */
+        CHECK(relay_eos_poisoned(&w.r, 0x10, "denied-3", 8, code, sizeof(code), reason, sizeof(reason)));
+        CHECK_STR(code, "TOPIC_AUTHORIZATION_FAILED");
+        CHECK(strstr(reason, "Grant WRITE on the topic") != NULL);
+        CHECK_INT(metrics_labels_get(w.r.stats.errors, "TOPIC_AUTHORIZATION_FAILED"), 1);
+        world_close(&w);
+}
+
 /* A refusal with _STATE and no report at all outstanding (the first record of a transaction). */
 static void test_eos_state_refusal_without_reports_aborts(void)
 {
@@ -374,5 +409,6 @@ int main(void)
         test_eos_transaction_failed_by_librdkafka_refuses_next_record();
         test_eos_transaction_failed_by_librdkafka_at_commit();
         test_eos_state_refusal_without_reports_aborts();
+        test_eos_topic_refused_to_the_transaction_is_the_records_error();
         return check_summary();
 }
