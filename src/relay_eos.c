@@ -271,10 +271,12 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
          * transaction has become abortable: a record's delivery failed, or a
          * request of its own did (AddPartitionsToTxn, an epoch bump), which
          * no delivery report names. A fatal error is _FATAL, not _STATE.
-         * Serve the reports so a record's own error is known (the replay
-         * then applies its --on-error policy), then abort either way.
+         * Serve every report (librdkafka purges what is queued, what is in
+         * flight ends soon), so that each record refused as its own fault is
+         * known, whichever report comes first: the replay then applies its
+         * --on-error policy. Then abort either way.
          */
-        while (x->pending > 0 && !x->failed && !r->failure && !r->producer_broken &&
+        while (x->pending > 0 && !r->failure && !r->producer_broken &&
                relay_mono_ms() < deadline)
                 relay_wait(r, 50, 0);
         if (!x->failed) {
@@ -354,8 +356,8 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
                 x->last_end = lsn;
         if (produce_checkpoint(r, lsn, part_end, part_rows) < 0)
                 return -EIO;
-        /* Every record's delivery report first, served by the one wait. */
-        while (x->pending > 0 && !x->failed && !r->failure && !r->producer_broken &&
+        /* Every record's delivery report first, served by the one wait (all of them after a failure too). */
+        while (x->pending > 0 && !r->failure && !r->producer_broken &&
                relay_mono_ms() < deadline)
                 relay_wait(r, (int)(relay_status_due_ms(r) < 100 ? relay_status_due_ms(r) : 100), 0);
         if (r->failure && r->failure != RELAY_EXIT_DATA)
