@@ -314,21 +314,31 @@ static void test_eos_transaction_failed_by_librdkafka_refuses_next_record(void)
  * wait for reports at once (not after the 60 s bound), and the transaction
  * is aborted and streamed again.
  */
+/*
+ * One row in a transaction ending at 0x10 whose AddPartitionsToTxn the
+ * coordinator answers with @err, then the commit at a stop, which fails.
+ * Returns how long the commit took, in ms.
+ */
+static int64_t commit_after_refusal(struct world *w, const char *work_id, int err)
+{
+        int64_t start;
+
+        world_open_eos(w, "--on-error=stop", "5000", true);
+        CHECK(ledger_begin(w->r.ledger, 0x10, 0) == 0);
+        rd_kafka_mock_push_request_errors(w->mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1, err);
+        CHECK_INT(produce_eos_row(w, work_id), 0);
+        relay_eos_row_done(&w->r);
+        CHECK(ledger_commit(w->r.ledger, 0x10) == 0);
+        start = relay_mono_ms();
+        CHECK_INT(relay_eos_flush(&w->r), -EIO);
+        return relay_mono_ms() - start;
+}
+
 static void test_eos_transaction_failed_by_librdkafka_at_commit(void)
 {
         struct world w;
-        int64_t start;
 
-        world_open_eos(&w, "--on-error=stop", "5000", true);
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
-                                          RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
-        CHECK_INT(produce_eos_row(&w, "first-2"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        start = relay_mono_ms();
-        CHECK_INT(relay_eos_flush(&w.r), -EIO);
-        CHECK(relay_mono_ms() - start < 5000);
+        CHECK(commit_after_refusal(&w, "first-2", RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT) < 5000);
         CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
         CHECK_INT(w.r.eos.stats_committed, 0);
         CHECK_INT(w.r.eos.stats_aborted, 1);
@@ -347,14 +357,7 @@ static void test_eos_topic_refused_to_the_transaction_is_the_records_error(void)
         struct world w;
         char code[64], reason[1024];
 
-        world_open_eos(&w, "--on-error=stop", "5000", true);
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
-                                          RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
-        CHECK_INT(produce_eos_row(&w, "denied-3"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        commit_after_refusal(&w, "denied-3", RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
         CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);      /* aborted, streamed again... */
         CHECK_INT(w.r.eos.stats_aborted, 1);
         /* ...where the row meets its policy */
