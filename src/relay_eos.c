@@ -125,11 +125,13 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
 {
         struct relay_eos *x = &r->eos;
 
-        bool purged = strcmp(rep->error.name, "_PURGE_QUEUE") == 0 ||
-                      strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0;
+        bool purged;
 
+        if (!relay_eos_on(r))
+                return;
+        purged = strcmp(rep->error.name, "_PURGE_QUEUE") == 0 || strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0;
         /* Purged by the relay's own abort, or after it: a transaction that is gone. */
-        if (!relay_eos_on(r) || (purged && (x->aborting || !x->open)))
+        if (purged && (x->aborting || !x->open))
                 return;
         if (x->pending)
                 x->pending--;
