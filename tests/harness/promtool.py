@@ -2,19 +2,25 @@
 """Prometheus's promtool, to evaluate README's alert rules with Prometheus's
 own PromQL engine (`promtool test rules`).
 
-Debian 12 packages no promtool new enough to matter here, so it is built
-once from the Go module proxy (`go install
-github.com/prometheus/prometheus/cmd/promtool@PROMETHEUS_MODULE`) and the
-binary is cached beside the Kafka jars, in
-${XDG_CACHE_HOME:-~/.cache}/outbox-relay/promtool-<version>/promtool; the
-module and build caches of that build are removed afterwards (about 3.6 GB).
-It needs `go` on PATH or in /usr/local/go/bin. The first build took 245 s on
-the 2-core CI machine with cold Go caches; later runs find the binary.
+It comes from Debian 12's own `prometheus` package (2.42), fetched with
+`apt-get download` and unpacked into
+${XDG_CACHE_HOME:-~/.cache}/outbox-relay/promtool-<package version>/ by
+tests/install-deps.sh (or on first use here), rather than installed with
+apt: installing the package would also install and start a Prometheus
+server on port 9090 on the user's machine, which the tests do not need.
+Only the promtool binary is kept (about 48 MB).
 
-A failed build raises: tests that need promtool then fail, never skip.
+What moving from Prometheus 3's promtool (built with Go before) to 2.42
+loses: nothing the tests use. `promtool test rules` with input_series,
+promql_expr_test and the ALERTS series behaves the same for README's rules
+(plain comparisons, rate(), max_over_time(), `for:`), and the rules use no
+PromQL function added after 2.42.
+
+A failed fetch raises: tests that need promtool then fail, never skip.
 This module knows nothing about the relay.
 """
 
+import glob
 import os
 import shutil
 import tempfile
@@ -22,40 +28,44 @@ import tempfile
 from . import procs
 from .kafka import cache_dir
 
-# github.com/prometheus/prometheus's Go module version of Prometheus 3.x.
-PROMETHEUS_MODULE = "v0.316.0"
+PACKAGE = "prometheus"
 
 
-def _go():
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK)
-                                else None)
-    if go is None:
-        raise RuntimeError("go not found: it is needed once to build promtool %s into %s"
-                           % (PROMETHEUS_MODULE, binary_path()))
-    return go
+def _installed_binary():
+    """A promtool already unpacked into the cache (newest package version first)."""
+    for path in sorted(glob.glob(os.path.join(cache_dir(), "promtool-*", "promtool")), reverse=True):
+        if os.access(path, os.X_OK):
+            return path
+    return None
 
 
-def binary_path(version=PROMETHEUS_MODULE):
-    return os.path.join(cache_dir(), "promtool-%s" % version, "promtool")
-
-
-def ensure_promtool(version=PROMETHEUS_MODULE):
-    """The path of a working promtool binary, built on first use."""
-    path = binary_path(version)
-    if os.access(path, os.X_OK):
+def ensure_promtool():
+    """The path of a working promtool binary, unpacked from Debian's package
+    on first use. Raises RuntimeError (with apt's output) when the package
+    cannot be fetched."""
+    path = _installed_binary()
+    if path is not None:
         return path
-    go = _go()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    work = tempfile.mkdtemp(prefix="promtool-build-", dir=os.path.dirname(path))
-    env = dict(os.environ, GOBIN=os.path.join(work, "bin"), GOPATH=os.path.join(work, "gopath"),
-               GOMODCACHE=os.path.join(work, "mod"), GOCACHE=os.path.join(work, "cache"),
-               GOFLAGS="-modcacherw", CGO_ENABLED="0")
+    for tool in ("apt-get", "dpkg-deb"):
+        if shutil.which(tool) is None:
+            raise RuntimeError("%s not found: promtool comes from Debian's %s package" % (tool, PACKAGE))
+    os.makedirs(cache_dir(), exist_ok=True)
+    work = tempfile.mkdtemp(prefix="promtool-fetch-", dir=cache_dir())
     try:
-        procs.run([go, "install", "github.com/prometheus/prometheus/cmd/promtool@%s" % version],
-                  env=env, timeout=1800)
-        built = os.path.join(work, "bin", "promtool")
+        # apt-get download writes into the current directory and needs no root
+        cp = procs.run(["sh", "-c", 'cd "$1" && apt-get download -q "$2"', "sh", work, PACKAGE],
+                       timeout=600, check=False)
+        debs = glob.glob(os.path.join(work, "%s_*.deb" % PACKAGE))
+        if cp.returncode != 0 or not debs:
+            raise RuntimeError("apt-get download %s failed (run apt-get update first?):\n%s\n%s"
+                               % (PACKAGE, cp.stdout, cp.stderr))
+        version = os.path.basename(debs[0]).split("_")[1].replace("%3a", ":")
+        procs.run(["dpkg-deb", "-x", debs[0], os.path.join(work, "root")], timeout=300)
+        built = os.path.join(work, "root", "usr", "bin", "promtool")
         procs.run([built, "--version"], timeout=60)
-        os.replace(built, path)     # only a complete, working binary lands at path
+        dest = os.path.join(cache_dir(), "promtool-%s" % version)
+        os.makedirs(dest, exist_ok=True)
+        os.replace(built, os.path.join(dest, "promtool"))  # only a working binary lands there
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return path
+    return os.path.join(dest, "promtool")
