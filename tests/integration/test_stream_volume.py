@@ -102,7 +102,10 @@ def test_wal_of_other_tables_does_not_pile_up(case):
     after = lag(case)[1]
     say("after CHECKPOINT the slot retains %d bytes (%.1f s)" % (after, time.monotonic() - t_cp))
     case.metric("wal_retained_after_checkpoint_bytes", after)
-    assert retained > after
+    # the CHECKPOINT is what let the slot release the WAL, unless a timed one
+    # (checkpoint_timeout, 5 min of the server's life) came first and did it:
+    # then the slot already retained under 2 MB before ours
+    assert retained > after or retained < 2 * MB, (retained, after)
     assert case.slot_info()["active_pid"] == walsender
     assert relay.stop() == EXIT_OK, relay.log
 
