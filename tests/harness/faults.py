@@ -566,7 +566,7 @@ def spare_broker(env):
     stopped with everything else the harness started, at exit."""
     b = _spare.get(id(env))
     if b is None:
-        b = KafkaBroker(env.base_dir, name="faults-kafka")
+        b = KafkaBroker(env.base_dir, name="faults-kafka", quick_start=True)
         _spare[id(env)] = b
     heal_broker(b)
     return b

@@ -158,6 +158,27 @@ def _ephemeral_low():
         return 32768
 
 
+def _port_range():
+    """[low, high) of the ports free_port() may hand out: 12,000 ports below
+    the ephemeral range, or, in a worker of a parallel pytest run (pytest-xdist
+    sets PYTEST_XDIST_WORKER=gwN and PYTEST_XDIST_WORKER_COUNT), that worker's
+    own slice of them, so two workers never hand out the same port (a port
+    given out and not yet bound, or freed by a server a test will restart on
+    it, looks free to every other process)."""
+    high = _ephemeral_low()
+    low = max(1024, high - 12000)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+        index = int(worker[2:]) if worker.startswith("gw") else -1
+    except ValueError:
+        count, index = 0, -1
+    if count > 1 and 0 <= index < count:
+        size = (high - low) // count
+        low, high = low + index * size, low + (index + 1) * size
+    return low, high
+
+
 def free_port():
     """A loopback TCP port that nothing listens on now and this process has not
     handed out. Chosen below the kernel's ephemeral range: a server the tests
@@ -165,8 +186,7 @@ def free_port():
     must find it free, and an outgoing connection of any process may take an
     ephemeral port meanwhile (seen: a restarted broker's "Address already in
     use" on a busy machine)."""
-    high = _ephemeral_low()
-    low = max(1024, high - 12000)
+    low, high = _port_range()
     for _ in range(200):
         port = random.randrange(low, high)
         with _lock:
@@ -181,7 +201,7 @@ def free_port():
             if port not in _ports_given:
                 _ports_given.add(port)
                 return port
-    raise RuntimeError("no free loopback port found below %d" % high)
+    raise RuntimeError("no free loopback port found in [%d, %d)" % (low, high))
 
 
 def port_open(port, host="127.0.0.1"):

@@ -93,7 +93,7 @@ def test_inflight_bytes_return_to_zero_after_dead_letters(case):
 
 
 def test_full_inflight_window_still_sends_status(case, env):
-    broker = KafkaBroker(env.base_dir, name=case.name + "-kafka")
+    broker = KafkaBroker(env.base_dir, name=case.name + "-kafka", quick_start=True)
     broker.start()
     try:
         case.pg.query("ALTER SYSTEM SET wal_sender_timeout = '3s'")

@@ -40,7 +40,7 @@ OUTBOX = '"public"."outbox"'
 def sasl_kafka():
     """The SASL broker with ACLs, for this module only."""
     base = make_tempdir(prefix="outbox-relay-sasl-")
-    b = SaslKafkaBroker(base, USERS, heap="256m")
+    b = SaslKafkaBroker(base, USERS, heap="256m", quick_start=True)
     try:
         b.start(timeout=240)
         # the relay's checkpoint topic, made by an operator: the relay may not create topics here

@@ -228,7 +228,7 @@ def test_missing_topic_client_auto_create_off(case):
 @pytest.fixture(scope="module")
 def strict_broker(env):
     """A second broker whose brokers never create topics on their own."""
-    b = KafkaBroker(env.base_dir, name="kafka-no-autocreate", heap="256m",
+    b = KafkaBroker(env.base_dir, name="kafka-no-autocreate", heap="256m", quick_start=True,
                     extra_properties={"auto.create.topics.enable": "false"})
     b.start()
     yield b
