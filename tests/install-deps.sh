@@ -12,7 +12,7 @@ packages=(
         gcc libc6-dev pkg-config meson ninja-build
         libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev libinih-dev
         postgresql-15 postgresql-15-wal2json pgbouncer kafkacat
-        python3 python3-pytest python3-psycopg2 python3-confluent-kafka python3-prometheus-client
+        python3 python3-pytest python3-pytest-xdist python3-psycopg2 python3-confluent-kafka python3-prometheus-client
         systemd   # systemd-analyze verify reads docker/outbox-relay.service (test_environment_docker.py)
 )
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)

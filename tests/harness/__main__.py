@@ -2,7 +2,7 @@
 """Command line entry points of the harness (run with PYTHONPATH=tests):
 
   /usr/bin/python3 -m harness fetch-kafka   download the Kafka jars into the cache
-  /usr/bin/python3 -m harness fetch-promtool build Prometheus's promtool into the cache
+  /usr/bin/python3 -m harness fetch-promtool unpack promtool from Debian's prometheus package into the cache
   /usr/bin/python3 -m harness fetch-postgres --other-side
                                             unpack the newest PostgreSQL 15 minor on the
                                             other side of output_plugin_libraries from the
@@ -47,6 +47,30 @@ def cmd_fetch_promtool(args):
     path = ensure_promtool()
     _err("==> promtool ready (%.1f s)" % (time.monotonic() - t0))
     say(path)
+    return 0
+
+
+def cmd_fetch_debezium(args):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "bench"))
+    import debezium
+    say(debezium.ensure_jars())
+    return 0
+
+
+def cmd_durations(args):
+    """Seconds per test (rounded to 0.1 s, the longest of the files given),
+    keyed as tests/integration/scheduling.py looks them up."""
+    import json
+    import xml.etree.ElementTree as ET
+    out = {}
+    for path in args.junit:
+        for tc in ET.parse(path).getroot().iter("testcase"):
+            module = (tc.get("classname") or "").split(".")[-1]
+            name = "%s.py::%s" % (module, tc.get("name").split("@", 1)[0])
+            out[name] = max(out.get(name, 0.0), round(float(tc.get("time") or 0), 1))
+    json.dump(dict(sorted(out.items())), sys.stdout, indent=0)
+    sys.stdout.write("\n")
     return 0
 
 
@@ -150,8 +174,15 @@ def main(argv=None):
     f = sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache")
     f.add_argument("-v", "--verbose", action="store_true")
     f.set_defaults(func=cmd_fetch_kafka)
-    sub.add_parser("fetch-promtool", help="build Prometheus's promtool into the cache").set_defaults(
+    sub.add_parser("fetch-promtool",
+                   help="unpack promtool from Debian's prometheus package into the cache").set_defaults(
         func=cmd_fetch_promtool)
+    sub.add_parser("fetch-debezium", help="download Debezium's and Connect's jars into the cache"
+                   ).set_defaults(func=cmd_fetch_debezium)
+    d = sub.add_parser("durations", help="write each test's seconds from a JUnit file as JSON, "
+                       "for the parallel suite's order (tests/integration/durations.json)")
+    d.add_argument("junit", nargs="+")
+    d.set_defaults(func=cmd_durations)
     fp = sub.add_parser("fetch-postgres", help="unpack another PostgreSQL 15 minor, or other majors")
     g = fp.add_mutually_exclusive_group(required=True)
     g.add_argument("--other-side", action="store_true",

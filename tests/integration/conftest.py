@@ -155,7 +155,7 @@ class Case:
 def own_broker(env, case):
     """A broker of this test's own, for tests that stop, kill or freeze it
     without disturbing the shared one."""
-    b = harness.KafkaBroker(env.base_dir, name=case.name + "-kafka")
+    b = harness.KafkaBroker(env.base_dir, name=case.name + "-kafka", quick_start=True)
     b.start()
     yield b
     b.kill()
@@ -184,6 +184,55 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("metrics")
         for line in _metrics:
             terminalreporter.write_line("METRIC " + line)
+
+
+# Parallel runs (pytest-xdist, `-n auto --dist loadgroup` in tests/integration/
+# meson.build): each worker is its own pytest session with its own PostgreSQL
+# and Kafka broker (the session fixture env), its own slice of loopback ports
+# (harness.procs.free_port) and its own names. WORKERS_DEFAULT was chosen by
+# measuring the suite on the 2-core CI machine (README's "Tests" gives the
+# figures); PYTEST_XDIST_AUTO_NUM_WORKERS overrides it.
+WORKERS_DEFAULT = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    return int(env) if env else WORKERS_DEFAULT
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "smoke: a quick test of the basics, run first on its own (tests/integration/"
+        "meson.build's integration-smoke) so that a relay that does not work fails in a minute")
+
+
+# tryfirst: before xdist's own hook, which turns the marks into node ids
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep tests that share a module- or class-scoped fixture (a broker of
+    their own module, a server of one PostgreSQL major) on one worker, one
+    after the other: an xdist_group per such fixture and parameter, so the
+    fixture is set up once, as in a serial run."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        shared = []
+        for name in item.fixturenames:
+            defs = info.name2fixturedefs.get(name)
+            if defs and defs[-1].scope in ("module", "class", "package"):
+                param = getattr(item, "callspec", None)
+                param = param.params.get(name) if param is not None else None
+                shared.append("%s:%s%s" % (item.module.__name__, name,
+                                           "" if param is None else "[%s]" % param))
+        if shared:
+            item.add_marker(pytest.mark.xdist_group("+".join(sorted(shared))))
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own choice of scheduler
+def pytest_xdist_make_scheduler(config, log):
+    import scheduling
+    return scheduling.LongestFirstScheduling(config, log)
 
 
 def pytest_report_header(config):

@@ -14,6 +14,8 @@ import pytest
 from check_helpers import Role, assert_fail, check_args, check_slots_left, run_check
 from harness import EXIT_OK, EXIT_USAGE, free_port, run_relay
 
+
+@pytest.mark.smoke
 def test_check_passes_on_harness_setup(case):
     """The harness's setup is safe to start: every item PASS or WARN, exit 0.
     Before the slot exists it is a WARN pointing at `slot create`; after, a PASS."""

@@ -81,6 +81,7 @@ def test_metrics_address_malformed_exit_2(case):
     assert "localhost-9187" in the_error(out), out
 
 
+@pytest.mark.smoke
 def test_help_exits_0():
     rc, out = run_relay(["--help"], timeout=10)
     assert rc == EXIT_OK, out

@@ -47,6 +47,7 @@ def test_stop_while_idle_exits_promptly(case):
     assert relay.stop(signal.SIGTERM, timeout=15) == EXIT_OK, relay.log
 
 
+@pytest.mark.smoke
 def test_sigkill_loses_nothing_and_repeats_no_confirmed_transaction(case):
     conn = case.connect(autocommit=False)
     reader = case.reader()

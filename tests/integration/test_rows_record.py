@@ -25,6 +25,7 @@ def commit_time(case, xid32):
         "FROM pg_xact_commit_timestamp(%s::text::xid) AS t", (str(xid32),))[0]
 
 
+@pytest.mark.smoke
 def test_order_103(case):
     relay = case.relay()
     confirmed_before = case.confirmed()
