@@ -8,11 +8,14 @@
 #   tests/run-tests.sh [extra meson test arguments, e.g. --suite unit]
 #
 # Installs missing Debian packages (root or sudo needed then), fetches the
-# Kafka jars and promtool into ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/ and the SQL
-# matrix's PostgreSQL 13-18 binaries into /var/cache/outbox-relay/ once, configures
-# build/ with -Dwerror=true, compiles, runs `meson test`, and exits non-zero
-# if any test failed or the integration suite did not run and pass. The last
-# line printed is "N passed, N failed".
+# Kafka and Debezium jars and promtool (from Debian's prometheus package) into
+# ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/ and the SQL matrix's PostgreSQL
+# 13-18 binaries into /var/cache/outbox-relay/ once, configures build/ with
+# -Dwerror=true, compiles, and runs `meson test` in three stages that fail
+# fast: the unit suite, the integration smoke tests, the rest of the
+# integration suite (in parallel; see tests/integration/meson.build). Exits
+# non-zero if any test failed or the integration suite did not run and pass.
+# Each stage prints its time; the last line printed is "N passed, N failed".
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,10 +29,13 @@ bash "$top/tests/install-deps.sh"
 
 log "fetching the Kafka broker jars (cached after the first run)"
 PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-kafka </dev/null
-# Prometheus's promtool evaluates README's alert rules (test_ops_alerts.py): built
-# once from the Go module proxy (about 4 min cold), cached beside the jars.
+# Prometheus's promtool evaluates README's alert rules (test_ops_alerts.py):
+# from Debian's prometheus package, unpacked into the cache beside the jars.
 log "fetching promtool (cached after the first run)"
-PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-promtool </dev/null
+PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-promtool </dev/null >/dev/null
+# Debezium and Kafka Connect, for the Debezium preset's comparison test
+log "fetching the Debezium jars (cached after the first run)"
+PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-debezium </dev/null >/dev/null
 # PostgreSQL 13, 14, 16, 17 and 18 for the SQL matrix (test_sql_matrix.py),
 # from Maven Central into /var/cache/outbox-relay once; a failed fetch stops here.
 log "fetching the SQL matrix's PostgreSQL server binaries (cached after the first run)"
@@ -46,27 +52,48 @@ fi
 log "compiling"
 meson compile -C "$build"
 
-log "running meson test"
-rm -f "$build/meson-logs/testlog.json" "$build/tests/integration/integration-junit.xml"
-set +e
-meson test -C "$build" --print-errorlogs "$@" </dev/null
-meson_rc=$?
-set -e
+# In stages that fail fast: the unit suite (seconds), then the integration
+# smoke tests (a minute), then the rest of the integration suite in parallel.
+# A stage that fails ends the run; each prints its time. Extra arguments run
+# one `meson test` with them instead (e.g. --suite unit).
+rm -f "$build"/meson-logs/stage-*.json "$build"/meson-logs/stage-*.txt \
+        "$build"/tests/integration/integration*-junit.xml
+stage() {
+        local name=$1 t0=$SECONDS
+        shift
+        log "stage $name: meson test $*"
+        set +e
+        meson test -C "$build" --print-errorlogs --logbase "stage-$name" "$@" </dev/null
+        local rc=$?
+        set -e
+        log "stage $name: exit $rc in $((SECONDS - t0)) s"
+        return $rc
+}
+meson_rc=0
+if [ $# -gt 0 ]; then
+        stage args "$@" || meson_rc=$?
+else
+        stage unit --suite unit || meson_rc=$?
+        [ $meson_rc -ne 0 ] || stage smoke --suite smoke || meson_rc=$?
+        [ $meson_rc -ne 0 ] || stage integration integration || meson_rc=$?
+fi
 
 # Summarize from meson's machine-readable log: one line per meson test, plus
 # the individual pytest cases of the integration suite from its JUnit file.
 set +e
 "$py" - "$build" "$meson_rc" "$*" <<'EOF'
-import json, os, sys
+import glob, json, os, sys
 import xml.etree.ElementTree as ET
 
 build, meson_rc, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 passed = failed = skipped = 0
-integration = None
 problems = []
 results = []
-try:
-    with open(os.path.join(build, "meson-logs", "testlog.json"), errors="replace") as f:
+logs = sorted(glob.glob(os.path.join(build, "meson-logs", "stage-*.json")))
+if not logs:
+    problems.append("no meson test log in %s/meson-logs" % build)
+for path in logs:
+    with open(path, errors="replace") as f:
         for line in f:
             line = line.strip().strip("\0")
             if not line:
@@ -75,17 +102,17 @@ try:
                 results.append(json.loads(line))
             except ValueError:
                 # two meson test runs sharing one build dir garble this file
-                problems.append("unreadable line in testlog.json: %r" % line[:60])
-except OSError as e:
-    problems.append("no meson test log: %s" % e)
+                problems.append("unreadable line in %s: %r" % (os.path.basename(path), line[:60]))
 
+# the integration suite's meson tests, each with its JUnit file of pytest cases
+INTEGRATION = {"integration-smoke": "integration-smoke-junit.xml",
+               "integration": "integration-junit.xml"}
+ran = {}
 for r in results:
     name, result = r.get("name", "?"), r.get("result", "?")
-    suites = r.get("suite") or []
-    is_integration = name.split("/")[-1].strip() == "integration" or any(
-        s.endswith(":integration") or s == "integration" for s in suites)
-    if is_integration:
-        integration = result
+    short = name.split("/")[-1].strip()
+    if short in INTEGRATION:
+        ran[short] = result
         continue
     if result in ("OK", "EXPECTEDFAIL"):
         passed += 1
@@ -95,9 +122,9 @@ for r in results:
         failed += 1
         problems.append("meson test %s: %s" % (name, result))
 
-junit = os.path.join(build, "tests", "integration", "integration-junit.xml")
-if integration is not None:
+for test, result in sorted(ran.items()):
     cases = 0
+    junit = os.path.join(build, "tests", "integration", INTEGRATION[test])
     if os.path.exists(junit):
         for tc in ET.parse(junit).getroot().iter("testcase"):
             cases += 1
@@ -107,14 +134,14 @@ if integration is not None:
                 skipped += 1
             else:
                 passed += 1
-    if integration != "OK":
-        problems.append("integration suite: %s" % integration)
+    if result != "OK":
+        problems.append("%s: %s" % (test, result))
         if cases == 0:
             failed += 1
     elif cases == 0:
-        problems.append("integration suite passed but ran no test case")
+        problems.append("%s passed but ran no test case" % test)
         failed += 1
-elif "--suite" not in extra and "--no-suite" not in extra:
+if "integration" not in ran and not extra.strip():
     problems.append("the integration suite did not run")
     failed += 1
 
@@ -124,10 +151,10 @@ if passed + failed == 0:
     problems.append("no test ran")
 for p in problems:
     print("run-tests: " + p)
-for line in open(os.path.join(build, "meson-logs", "testlog.txt"), errors="replace") \
-        if os.path.exists(os.path.join(build, "meson-logs", "testlog.txt")) else []:
-    if line.startswith("METRIC "):
-        print(line.rstrip())
+for path in sorted(glob.glob(os.path.join(build, "meson-logs", "stage-*.txt"))):
+    for line in open(path, errors="replace"):
+        if line.startswith("METRIC "):
+            print(line.rstrip())
 print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
 sys.exit(1 if problems or failed else 0)
 EOF

@@ -17,6 +17,7 @@
 #
 # Environment:
 #   FUZZ_SECONDS   seconds of fuzzing per target (60)
+#   FUZZ_JOBS      targets fuzzed at a time (the number of cores)
 #   FUZZ_TARGETS   targets, if none are given as arguments
 #   FUZZ_CC        the compiler (clang); it must ship libFuzzer
 #   FUZZ_SRC_DIR   the modules to test (src/ of this tree), e.g. a tree with
@@ -94,11 +95,10 @@ report() {
              on && /^SUMMARY/ { exit }' "$1"
 }
 
-failed=()
-summary=()
-echo "run.sh: fuzzing ${targets[*]} for ${seconds}s each; sources $src; scratch $work"
-for t in "${targets[@]}"; do
-        srcs=()
+# One target: build, replay, fuzz. Prints to stdout (the caller sends it to
+# $work/$t.out); its last line is "RESULT ok|FAIL <summary>".
+run_target() {
+        local t=$1 s srcs=() fuzz replay inputs dict status execs n
         for s in $(sources_of "$t"); do
                 srcs+=("$src/$s")
         done
@@ -108,18 +108,19 @@ for t in "${targets[@]}"; do
 
         echo "== $t: building"
         "$cc" "${cflags[@]}" -fsanitize=fuzzer,address,undefined \
-                "$here/fuzz_$t.c" "${srcs[@]}" "${cjson_libs[@]}" -o "$fuzz"
+                "$here/fuzz_$t.c" "${srcs[@]}" "${cjson_libs[@]}" -o "$fuzz" ||
+                { echo "RESULT FAIL $t: the fuzz target does not build"; return; }
         "$cc" "${cflags[@]}" -fsanitize=address,undefined -DFUZZ_TARGET="\"$t\"" \
-                "$here/fuzz_replay.c" "$here/fuzz_$t.c" "${srcs[@]}" "${cjson_libs[@]}" -o "$replay"
+                "$here/fuzz_replay.c" "$here/fuzz_$t.c" "${srcs[@]}" "${cjson_libs[@]}" -o "$replay" ||
+                { echo "RESULT FAIL $t: the replay program does not build"; return; }
 
         echo "== $t: replaying regressions and seeds"
         if ! "$replay" "${inputs[@]}" >"$work/$t.replay.log" 2>&1; then
                 echo "FAIL $t: a saved input crashes (fix src/ first; fuzzing skipped):"
                 grep -E '\((.*bytes)\)$' "$work/$t.replay.log" | tail -1 | sed 's/^/    input: /'
                 report "$work/$t.replay.log"
-                failed+=("$t")
-                summary+=("$t: saved input fails, not fuzzed")
-                continue
+                echo "RESULT FAIL $t: saved input fails, not fuzzed"
+                return
         fi
         tail -1 "$work/$t.replay.log" | sed 's/^/    /'
 
@@ -138,8 +139,8 @@ for t in "${targets[@]}"; do
         if [ "$status" -eq 0 ]; then
                 n=$(find "$work/corpus/$t" -type f | wc -l)
                 echo "ok   $t: ${execs:-?} executions, $n corpus inputs"
-                summary+=("$t: ok, ${execs:-?} executions")
-                continue
+                echo "RESULT ok $t: ok, ${execs:-?} executions"
+                return
         fi
         echo "FAIL $t: libFuzzer exited $status after ${execs:-?} executions; log $work/$t.log"
         report "$work/$t.log"
@@ -149,8 +150,33 @@ for t in "${targets[@]}"; do
                 echo "    save as tests/fuzz/regressions/$t-NAME.txt, with a note on what broke:"
                 "$replay" --print "$a" | sed 's/^/        /'
         done
-        failed+=("$t")
-        summary+=("$t: FAILED after ${execs:-?} executions")
+        echo "RESULT FAIL $t: FAILED after ${execs:-?} executions"
+}
+
+# FUZZ_JOBS targets at a time (one per core by default): each libFuzzer
+# process is single-threaded, so each target still gets FUZZ_SECONDS of a
+# core of its own. Outputs are printed whole, in the order given.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+echo "run.sh: fuzzing ${targets[*]} for ${seconds}s each, $jobs at a time; sources $src; scratch $work"
+running=0
+for t in "${targets[@]}"; do
+        if [ "$running" -ge "$jobs" ]; then
+                wait -n || true
+                running=$((running - 1))
+        fi
+        (set +e; run_target "$t" >"$work/$t.out" 2>&1 || echo "RESULT FAIL $t: build failed") &
+        running=$((running + 1))
+done
+wait
+
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+        grep -v '^RESULT ' "$work/$t.out" || true
+        result=$(sed -n 's/^RESULT //p' "$work/$t.out" | tail -1)
+        [ -n "$result" ] || result="FAIL $t: no result (see $work/$t.out)"
+        summary+=("${result#* }")
+        [ "${result%% *}" = ok ] || failed+=("$t")
 done
 
 echo "== summary"
