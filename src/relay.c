@@ -59,7 +59,9 @@ static void check_reload(struct relay *r, short revents)
                 return;
         if (r->reload && *r->reload->requested) {
                 *r->reload->requested = 0;
+                sdnotify_reloading(&r->notify);
                 r->reload->fn(r->reload->ctx);
+                sdnotify_reloaded(&r->notify);
         }
 }
 
@@ -76,6 +78,7 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         char err[ERRLEN];
         int64_t t = timeout_ms < 0 || timeout_ms > WAIT_MAX_MS ? WAIT_MAX_MS : timeout_ms;
         int http = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
+        int64_t ping = relay_notify_due_ms(r);
 
         if (r->streaming) {
                 pfd[PG].fd = pgstream_socket(r->pg);
@@ -90,10 +93,14 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         /* libmicrohttpd closes idle connections only when it runs: at its deadline too. */
         if (http >= 0 && http < t)
                 t = http;
+        if (ping >= 0 && ping < t)
+                t = ping;
         if (poll(pfd, NFDS, (int)t) < 0 && errno != EINTR)
                 for (int i = 0; i < NFDS; i++)
                         pfd[i].revents = 0;
         check_reload(r, pfd[STOP].revents);
+        /* The watchdog's ping says this loop turns: here, and nowhere else. */
+        relay_notify_turn(r);
         if (r->streaming && (pfd[PG].revents & (POLLIN | POLLERR | POLLHUP)) &&
             pgstream_consume(r->pg, err, sizeof(err)) < 0) {
                 relay_fail(r, RELAY_EXIT_RETRY, "lost the replication connection: %s", err);
@@ -391,7 +398,7 @@ static int session(struct relay *r)
         struct preflight_slot slot;
         int ret;
 
-        r->state = "connecting";
+        relay_set_state(r, "connecting");
         ret = pgstream_connect(r->conf->conninfo, &r->pg, &r->sys, err, sizeof(err));
         if (ret == -EPROTONOSUPPORT) {
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT, "the replication connection did not reach a "
@@ -418,21 +425,21 @@ static int session(struct relay *r)
         }
         ret = check_slot(r, &slot);
         if (ret == -EBUSY) {
-                r->state = "standby: the slot is held by another process";
+                relay_set_state(r, "standby: the slot is held by another process");
                 return relay_watch_standby(r) < 0 ? SESSION_ENDED : SESSION_SLOT_BUSY;
         }
         if (ret < 0)
                 return SESSION_ENDED;
         if (relay_eos_on(r) && eos_session(r) < 0)
                 return SESSION_ENDED;
-        r->state = "checking the slot's checkpoint";
+        relay_set_state(r, "checking the slot's checkpoint");
         if (relay_watch_before_stream(r, &slot) < 0)
                 return SESSION_ENDED;
         ret = pgstream_start(r->pg, &st, err, sizeof(err), state);
         if (ret < 0) {
                 if (strcmp(state, "55006") == 0) {
                         relay_note_standby(r, err);
-                        r->state = "standby: the slot is held by another process";
+                        relay_set_state(r, "standby: the slot is held by another process");
                         return SESSION_SLOT_BUSY;
                 }
                 if (strcmp(state, "42704") == 0) {
@@ -455,7 +462,7 @@ static int session(struct relay *r)
         }
         r->streaming = true;
         relay_watch_stream_started(r);
-        r->state = RELAY_STATE_STREAMING;
+        relay_set_state(r, RELAY_STATE_STREAMING);
         relay_note_active(r);
         log_info("streaming from slot \"%s\" (confirmed flush LSN %s) of system %s, database \"%s\"",
                  r->conf->slot, lsn_format(ledger_flush_lsn(r->ledger), a), r->sys.system_id,
@@ -463,7 +470,7 @@ static int session(struct relay *r)
         r->stats.c.connects++;
         r->fb.last_status_ms = relay_mono_ms();
         stream(r);
-        r->state = *r->stop ? "stopping" : "stream ended";
+        relay_set_state(r, *r->stop ? "stopping" : "stream ended");
         end_session(r);
         return SESSION_ENDED;
 }
@@ -660,7 +667,7 @@ static int start(struct relay *r)
 
         snprintf(r->who, sizeof(r->who), "user %s (uid %d)", operator_name(), (int)geteuid());
         srand((unsigned)(relay_wall_us() ^ getpid()));
-        r->state = "starting";
+        relay_set_state(r, "starting");
         ret = compile_spec(r);
         if (ret)
                 return ret;
@@ -751,6 +758,13 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
         char a[LSN_STRLEN];
         int code;
 
+        /* The service manager learns the state at once; the watchdog from the first wait on. */
+        if (sdnotify_init(&r.notify) < 0)
+                log_warning("ignoring $WATCHDOG_USEC=\"%s\": not a number of microseconds",
+                            getenv("WATCHDOG_USEC"));
+        else if (r.notify.watchdog_ms)
+                log_info("systemd watchdog: a ping every %" PRId64 " ms from the relay's loop",
+                         r.notify.watchdog_ms);
         code = start(&r);
         if (code) {
                 finish(&r);
@@ -788,7 +802,7 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                         delay = backoff / 2 + rand() % (backoff / 2 + 1);
                         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
                         log_info("reconnecting in %" PRId64 " ms", delay);
-                        r.state = "reconnecting";
+                        relay_set_state(&r, "reconnecting");
                 }
                 if (code != SESSION_SLOT_BUSY)
                         r.stats.c.reconnects++;  /* a standby's looks are counted by relay_note_standby() */

@@ -38,6 +38,7 @@
 #include "record.h"
 #include "relay.h"
 #include "replmsg.h"
+#include "sdnotify.h"
 #include "wal2json.h"
 
 #define ERRLEN 1024
@@ -241,7 +242,9 @@ struct relay {
         int failure;               /* enum relay_exit of the first failure, 0 if none */
         int pg_session_code;       /* how the last session ended (relay.c's SESSION_*) */
         bool producer_broken;      /* discard the producer before streaming again */
-        const char *state;         /* one phrase for /readyz */
+        const char *state;         /* one phrase for /readyz and systemd's STATUS= (relay_set_state()) */
+        struct sdnotify notify;    /* what the service manager was told (relay_run() only) */
+        bool notify_failing;       /* the last notification failed (logged once) */
 };
 
 /* relay.c: the loop */
@@ -541,6 +544,25 @@ void relay_note_standby(struct relay *r, const char *holder);
 void relay_note_active(struct relay *r);
 
 #define RELAY_STANDBY_REMIND_MS (10 * 60 * 1000)
+
+/*
+ * relay_set_state() - @state (a static phrase) is what the relay does now:
+ * /readyz's reason and the service manager's STATUS= (sent at once, so that
+ * `systemctl status` shows "connecting" while a connection attempt blocks).
+ */
+void relay_set_state(struct relay *r, const char *state);
+
+/*
+ * relay_notify_turn() - the loop turned (relay_wait()): tell the service
+ * manager STOPPING=1 once a stop is requested, READY=1 the first time the
+ * relay streams or waits as a warm standby, and WATCHDOG=1 when one is due.
+ * Only relay_wait() calls it: a relay stuck anywhere else stops the pings
+ * and systemd's WatchdogSec= restarts it.
+ */
+void relay_notify_turn(struct relay *r);
+
+/* relay_notify_due_ms() - ms until the next WATCHDOG=1 is due (0: now; -1: no watchdog). */
+int64_t relay_notify_due_ms(const struct relay *r);
 
 /* relay_publish_metrics() - progress clocks, the stats line, and the numbers /metrics serves. */
 void relay_publish_metrics(struct relay *r);

@@ -156,6 +156,46 @@ void relay_note_standby(struct relay *r, const char *holder)
         sb->logged_ms = now;
 }
 
+/* A failed notification is logged when it starts failing, and when it works again. */
+static void notified(struct relay *r, int ret)
+{
+        if (ret < 0 && !r->notify_failing)
+                log_warning("cannot notify the service manager at $NOTIFY_SOCKET: %s (systemd "
+                            "will not see the relay ready, or will miss its watchdog pings)",
+                            strerror(-ret));
+        else if (ret == 0 && r->notify_failing)
+                log_info("notifying the service manager works again");
+        r->notify_failing = ret < 0;
+}
+
+void relay_set_state(struct relay *r, const char *state)
+{
+        r->state = state;
+        notified(r, sdnotify_status(&r->notify, *r->stop ? "stopping" : state));
+}
+
+void relay_notify_turn(struct relay *r)
+{
+        int ret = 0;
+
+        if (!r->notify.on)
+                return;
+        if (*r->stop)
+                ret = sdnotify_stopping(&r->notify);
+        if (ret == 0)
+                ret = sdnotify_status(&r->notify, *r->stop ? "stopping" : r->state);
+        if (ret == 0 && !*r->stop && (r->state == RELAY_STATE_STREAMING || r->standby.on))
+                ret = sdnotify_ready(&r->notify);
+        if (ret == 0)
+                ret = sdnotify_watchdog(&r->notify, relay_mono_ms());
+        notified(r, ret);
+}
+
+int64_t relay_notify_due_ms(const struct relay *r)
+{
+        return sdnotify_watchdog_due_ms(&r->notify, relay_mono_ms());
+}
+
 void relay_note_active(struct relay *r)
 {
         struct relay_standby *sb = &r->standby;

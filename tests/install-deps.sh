@@ -11,6 +11,7 @@ log() { printf '==> %s\n' "$*"; }
 packages=(
         gcc libc6-dev pkg-config meson ninja-build
         libpq-dev librdkafka-dev libcjson-dev libmicrohttpd-dev libinih-dev
+        libsystemd-dev   # sd_notify: Type=notify, STATUS=, WATCHDOG=1 (test_process_systemd.py)
         postgresql-15 postgresql-15-wal2json pgbouncer kafkacat
         python3 python3-pytest python3-pytest-xdist python3-psycopg2 python3-confluent-kafka python3-prometheus-client
         systemd   # systemd-analyze verify reads docker/outbox-relay.service (test_environment_docker.py)

@@ -13,6 +13,11 @@ packet that never comes (authentication_timeout, 60 s by default), as it does
 for a client that stopped in the middle of connecting. The client must connect
 with sslmode=disable and gssencmode=disable, so that its startup packet, which
 says whether it asks for replication, comes first.
+
+With stall_all set, every new connection is held that way, replication ones
+too: a client connecting then waits in its connection attempt until libpq's
+connect_timeout, or until cut() closes it. cut() closes every connection open
+through the proxy, held or passing, as a network cut does.
 """
 
 import queue
@@ -26,6 +31,7 @@ class DelayProxy:
         self.target = (host, port)
         self.delay = delay
         self.stall_ordinary = False
+        self.stall_all = False
         self.stalled = 0        # connections held so far
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -84,7 +90,7 @@ class DelayProxy:
         except (OSError, ValueError):
             self._close(src, dst)
             return
-        if self.stall_ordinary and b"replication\x00" not in packet:
+        if self.stall_all or (self.stall_ordinary and b"replication\x00" not in packet):
             with self._lock:
                 self.stalled += 1
             try:
@@ -135,6 +141,12 @@ class DelayProxy:
             except OSError:
                 break
         self._close(src, dst)
+
+    def cut(self):
+        """Close every connection open through the proxy; new ones are taken as before."""
+        with self._lock:
+            socks, self._socks = self._socks, []
+        self._close(*socks)
 
     def close(self):
         self._listener.close()
