@@ -62,134 +62,189 @@ struct opt_def {
         const char *arg;    /* argument name in --help; the choices of OPT_CHOICE */
         const char *help;
         unsigned flags;     /* OPT_NOFILE, OPT_NOENV, OPT_RELOAD */
+        const char *more;   /* outbox-relay(1) only: what --help leaves out; NULL: nothing */
 };
 
 #define OFF(f) offsetof(struct relay_config, f)
 
 static const struct opt_def opt_defs[] = {
         {"config", 'c', OPT_STRING, OFF(config_file), NULL, 0, 0, "FILE",
-         "read settings from FILE (see Configuration below)", OPT_NOFILE},
+         "read settings from FILE (see Configuration below)", OPT_NOFILE, NULL},
         {"dbname", 'd', OPT_STRING, OFF(conninfo), NULL, 0, 0, "CONNINFO",
-         "database holding the outbox: connection string or URI (PG* variables apply)", 0},
+         "database holding the outbox: connection string or URI (PG* variables apply)", 0,
+         "The relay adds replication=database for the stream. Give the password in libpq's "
+         "password file (passfile=, $PGPASSFILE, ~/.pgpass), never here."},
         {"slot", 'S', OPT_SLOT, OFF(slot), "outbox_relay", 0, 0, "NAME",
-         "logical replication slot (wal2json)", 0},
+         "logical replication slot (wal2json)", 0,
+         "Lower-case letters, digits and underscores, at most 63 bytes."},
         {"create-slot", 0, OPT_FLAG, OFF(create_slot), NULL, 0, 0, NULL,
-         "create the slot if it does not exist (first start only)", 0},
+         "create the slot if it does not exist (first start only)", 0,
+         "Without it a missing slot is an error (exit 3). Rows already in the outbox when the "
+         "slot is created are not published (the relay warns and counts them)."},
         {"slot-create-timeout", 0, OPT_SECONDS, OFF(slot_create_timeout_ms), "300", 0, 86400000,
-         "SECONDS", "give up creating the slot after this long; the server cancels it (0: wait)", 0},
+         "SECONDS", "give up creating the slot after this long; the server cancels it (0: wait)", 0,
+         "For --create-slot and slot create. The server cancels the creation itself, so "
+         "nothing is left behind; a forgotten prepared transaction is the usual cause of the "
+         "wait."},
         {"table", 't', OPT_TABLE, 0, "public.outbox", 0, 0, "SCHEMA.TABLE",
-         "outbox table, SQL syntax ('public.\"Foo bar\"'); repeatable", 0},
+         "outbox table, SQL syntax ('public.\"Foo bar\"'); repeatable", 0,
+         "Every table must have the columns the mapping options name."},
         {"brokers", 'b', OPT_STRING, OFF(brokers), "localhost:9092", 0, 0, "LIST",
-         "Kafka bootstrap servers", 0},
+         "Kafka bootstrap servers", 0, NULL},
         {"preset", 0, OPT_CHOICE, OFF(preset), NULL, 0, 0, "debezium",
-         "defaults for another outbox layout (see Presets below); options given explicitly win", 0},
+         "defaults for another outbox layout (see Presets below); options given explicitly win", 0,
+         "debezium publishes as Debezium's Outbox Event Router does; see PRESETS below."},
         {"topic", 0, OPT_STRING, OFF(topic_template), "outbox.${kind}", 0, 0, "TEMPLATE",
-         "topic of each row; ${column} is replaced by the column's value", 0},
+         "topic of each row; ${column} is replaced by the column's value", 0, NULL},
         {"id-column", 0, OPT_STRING, OFF(id_column), "work_id", 0, 0, "NAME",
-         "column holding the work ID (ce_id header)", 0},
+         "column holding the work ID (ce_id header)", 0, NULL},
         {"key-column", 0, OPT_STRING, OFF(key_column), NULL, 0, 0, "NAME",
-         "column used as the Kafka key (default: the ID column)", 0},
+         "column used as the Kafka key (default: the ID column)", 0,
+         "An entity column gives per-entity order."},
         {"payload-column", 0, OPT_STRING, OFF(payload_column), "payload", 0, 0, "NAME",
-         "column used as the Kafka value", 0},
+         "column used as the Kafka value", 0, NULL},
         {"type-column", 0, OPT_STRING, OFF(type_column), "kind", 0, 0, "NAME",
-         "column used as the ce_type header", 0},
+         "column used as the ce_type header", 0,
+         "Left out of the record where the table has no such column."},
         {"headers-column", 0, OPT_STRING, OFF(headers_column), "headers", 0, 0, "NAME",
-         "column of extra Kafka headers, a JSON object of strings (used where the table has it)", 0},
+         "column of extra Kafka headers, a JSON object of strings (used where the table has it)", 0,
+         "NULL publishes no extra header."},
         {"no-headers-column", 0, OPT_FLAG, OFF(no_headers_column), NULL, 0, 0, NULL,
          "publish no extra headers from any column (for a table whose headers column means "
-         "something else)", 0},
+         "something else)", 0, NULL},
         {"column-header", 0, OPT_COLHDR, 0, NULL, 0, 0, "COLUMN[=HEADER]",
          "publish the column's text as Kafka header HEADER (default: the column's name), none "
-         "for NULL; repeatable", 0},
+         "for NULL; repeatable", 0,
+         "At most 16; the relay's own names (ce_*, outbox_relay_*, content-type) are refused. "
+         "See outbox-relay(7), COLUMNS AS HEADERS."},
         {"message-prefix", 0, OPT_PREFIX, OFF(message_prefix), NULL, 0, 0, "PREFIX",
-         "also publish transactional logical messages with this prefix (outbox_emit())", 0},
+         "also publish transactional logical messages with this prefix (outbox_emit())", 0,
+         "The message stands for a row and is published as one. See outbox-relay(7), AN OUTBOX"
+         " WITH NO TABLE."},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
-         "librdkafka property; repeatable", OPT_NOENV},
+         "librdkafka property; repeatable", OPT_NOENV,
+         "Passed to librdkafka as it is (-X security.protocol=SSL); enable.idempotence=false, "
+         "acks other than all, delivery.report.only.error=true and transactional.id are "
+         "refused."},
         {"status-interval", 's', OPT_SECONDS, OFF(status_interval_ms), "10", 100, 3600000, "SECONDS",
-         "standby status update interval", 0},
+         "standby status update interval", 0,
+         "Lowered to under half the server's wal_sender_timeout; updates also go out soon "
+         "after the confirmed LSN moves and whenever the server asks."},
         {"max-inflight-messages", 0, OPT_INT, OFF(max_inflight_messages), "20000", 1, 10000000, "N",
-         "messages handed to Kafka and not yet acknowledged, at most", 0},
+         "messages handed to Kafka and not yet acknowledged, at most", 0,
+         "At the bound the relay stops reading the stream until acknowledgements come back."},
         {"max-inflight-bytes", 0, OPT_INT, OFF(max_inflight_bytes), "16777216", 1024,
-         INT64_C(1) << 40, "BYTES", "bytes of keys, values and headers not yet acknowledged, at most", 0},
+         INT64_C(1) << 40, "BYTES",
+         "bytes of keys, values and headers not yet acknowledged, at most", 0,
+         "At the bound the relay stops reading the stream until acknowledgements come back."},
         {"shutdown-timeout", 0, OPT_SECONDS, OFF(shutdown_timeout_ms), "30", 0, 3600000, "SECONDS",
-         "on SIGTERM, wait this long for outstanding acknowledgements", 0},
+         "on SIGTERM, wait this long for outstanding acknowledgements", 0, NULL},
         {"on-error", 0, OPT_CHOICE, OFF(on_error), "stop", 0, 0, "stop|dead-letter",
-         "a row that cannot be published stops the relay, or goes to the dead-letter topic", 0},
+         "a row that cannot be published stops the relay, or goes to the dead-letter topic", 0,
+         "See outbox-relay(7), ROWS THAT CANNOT BE PUBLISHED."},
         {"dead-letter-topic", 0, OPT_TOPIC, OFF(dead_letter_topic), "outbox.dead-letter", 0, 0,
-         "TOPIC", "where --on-error=dead-letter sends unpublishable rows", 0},
+         "TOPIC", "where --on-error=dead-letter sends unpublishable rows", 0, NULL},
         {"skip-transaction", 0, OPT_LSN, OFF(skip_transaction), NULL, 0, 0, "LSN",
-         "operator's remedy: skip the one transaction ending at LSN (its ce_pglsn)", 0},
+         "operator's remedy: skip the one transaction ending at LSN (its ce_pglsn)", 0,
+         "Logged loudly with the user who started the relay; remove it after use (a start past"
+         " that LSN warns)."},
         {"dead-letter-transaction", 0, OPT_LSN, OFF(dead_letter_transaction), NULL, 0, 0, "LSN",
-         "operator's remedy: dead-letter the unpublishable rows of the transaction ending at LSN", 0},
+         "operator's remedy: dead-letter the unpublishable rows of the transaction ending at LSN",
+         0,
+         "Its other rows are published. Remove it after use (a start past that LSN warns)."},
         {"exactly-once", 0, OPT_FLAG, OFF(exactly_once), NULL, 0, 0, NULL,
          "publish in Kafka transactions with the checkpoint: read_committed consumers see each row once",
-         0},
+         0,
+         "See outbox-relay(7), EXACTLY-ONCE INTO KAFKA."},
         {"transactional-id", 0, OPT_STRING, OFF(transactional_id), NULL, 0, 0, "ID",
-         "--exactly-once: the producer's transactional.id (default: from system, database and slot)", 0},
+         "--exactly-once: the producer's transactional.id (default: from system, database and slot)",
+         0,
+         "The default is outbox-relay/<system identifier>/<database>/<slot>; -X "
+         "transactional.id is refused."},
         {"kafka-transaction-messages", 0, OPT_INT, OFF(txn_max_messages), "10000", 1, 1000000, "N",
          "--exactly-once: records in one Kafka transaction, at most (a larger PostgreSQL one is split)",
-         0},
+         0, NULL},
         {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "8388608", 1024, INT64_C(1) << 32,
-         "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0},
+         "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0, NULL},
         {"kafka-transaction-time", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
-         "--exactly-once: commit a Kafka transaction this long after it began, at a commit", 0},
+         "--exactly-once: commit a Kafka transaction this long after it began, at a commit", 0,
+         "Also when the stream is idle; 5 times as long (at most 1 s) while draining a "
+         "backlog."},
         {"checkpoint-topic", 0, OPT_TOPIC, OFF(checkpoint_topic), "outbox-relay.checkpoints", 0, 0,
-         "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0},
+         "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0,
+         "Created with one partition if missing. See outbox-relay(7), WHAT THE RELAY KEEPS "
+         "TRUE WHILE IT RUNS."},
         {"accept-slot-position", 0, OPT_LSN, OFF(accept_slot_position), NULL, 0, 0, "LSN",
-         "operator's remedy: accept a slot moved by someone else to LSN (after recovering its rows)", 0},
+         "operator's remedy: accept a slot moved by someone else to LSN (after recovering its rows)",
+         0,
+         "Remove it after use."},
         {"accept-config-change", 0, OPT_FLAG, OFF(accept_config_change), NULL, 0, 0, NULL,
-         "operator's remedy: this relay's tables or row mapping changed on purpose", 0},
+         "operator's remedy: this relay's tables or row mapping changed on purpose", 0,
+         "Remove it after use."},
         {"null-payload", 0, OPT_CHOICE, OFF(null_payload), "error", 0, 0, "error|tombstone",
-         "a NULL payload is a row error, or is published as a Kafka tombstone", 0},
+         "a NULL payload is a row error, or is published as a Kafka tombstone", 0, NULL},
         {"record-timestamp", 0, OPT_CHOICE, OFF(record_timestamp), "produce", 0, 0, "produce|commit",
-         "the Kafka record timestamp: when the relay produces it, or the commit time", 0},
+         "the Kafka record timestamp: when the relay produces it, or the commit time", 0,
+         "The commit time risks Kafka's timestamp limits and retention; see outbox-relay(7), "
+         "THE KAFKA RECORD."},
         {"http", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
-         "serve /metrics (Prometheus text), /healthz and /readyz over HTTP", 0},
+         "serve /metrics (Prometheus text), /healthz and /readyz over HTTP", 0,
+         "Off by default. No authentication: bind to loopback or a private address. See "
+         "outbox-relay(7), ENDPOINTS."},
         {"metrics-address", 0, OPT_STRING, OFF(metrics_address), NULL, 0, 0, "HOST:PORT",
-         "the same as --http (older name)", 0},
+         "the same as --http (older name)", 0, NULL},
         {"ready-timeout", 0, OPT_SECONDS, OFF(ready_timeout_ms), "60", 0, 86400000, "SECONDS",
-         "/readyz fails when messages wait this long with no ack or confirm (0: never)", 0},
+         "/readyz fails when messages wait this long with no ack or confirm (0: never)", 0,
+         "Also the readiness gauge outbox_relay_ready."},
         {"stats-interval", 0, OPT_SECONDS, OFF(stats_interval_ms), "60", 0, 86400000, "SECONDS",
-         "log a one-line stats summary this often (0: never)", 0},
+         "log a one-line stats summary this often (0: never)", 0,
+         "At info level."},
         {"metrics-max-topics", 0, OPT_INT, OFF(metrics_max_topics), "100", 1, 1024, "N",
-         "topics counted apart in /metrics; the rest are counted as \"_other\"", 0},
+         "topics counted apart in /metrics; the rest are counted as \"_other\"", 0, NULL},
         {"log-level", 0, OPT_CHOICE, OFF(log_level), "info", 0, 0, "debug|info|warning|error",
-         "lowest level logged", OPT_RELOAD},
+         "lowest level logged", OPT_RELOAD, NULL},
         {"log-format", 0, OPT_CHOICE, OFF(log_format), "text", 0, 0, "text|json",
-         "log lines as text, or as JSON objects {\"ts\",\"level\",\"msg\"}", OPT_RELOAD},
+         "log lines as text, or as JSON objects {\"ts\",\"level\",\"msg\"}", OPT_RELOAD, NULL},
         {"log-file", 0, OPT_STRING, OFF(log_file), NULL, 0, 0, "PATH",
-         "append the log to PATH instead of stderr", OPT_RELOAD},
+         "append the log to PATH instead of stderr", OPT_RELOAD,
+         "Created mode 0640; reopened on SIGHUP (after a rotation moved it)."},
         {"yes", 0, OPT_FLAG, OFF(yes), NULL, 0, 0, NULL,
          "slot drop: really drop the slot; redrive: also rows past the deduplication horizon "
-         "(command line only)", OPT_CMDLINE},
+         "(command line only)", OPT_CMDLINE, NULL},
         {"format", 0, OPT_STRING, OFF(format), NULL, 0, 0, "text|json",
-         "slot status: output format (default: text)", OPT_CMDLINE},
+         "slot status: output format (default: text)", OPT_CMDLINE, NULL},
         {"work-id", 0, OPT_WORKID, 0, NULL, 0, 0, "ID",
-         "redrive: the record of this work ID; repeatable", OPT_CMDLINE},
+         "redrive: the record of this work ID; repeatable", OPT_CMDLINE,
+         "At most 10000."},
         {"since", 0, OPT_STRING, OFF(since), NULL, 0, 0, "TIME",
          "redrive: records written at or after TIME (RFC 3339, e.g. 2026-11-30T06:00:00Z)",
-         OPT_CMDLINE},
+         OPT_CMDLINE,
+         "RFC 3339 with an offset; inclusive."},
         {"until", 0, OPT_STRING, OFF(until), NULL, 0, 0, "TIME",
-         "redrive: records written before TIME", OPT_CMDLINE},
+         "redrive: records written before TIME", OPT_CMDLINE,
+         "RFC 3339 with an offset; exclusive."},
         {"kind", 0, OPT_STRING, OFF(kind), NULL, 0, 0, "KIND",
-         "redrive: only records of this type (type column, ce_type)", OPT_CMDLINE},
+         "redrive: only records of this type (type column, ce_type)", OPT_CMDLINE, NULL},
         {"reason", 0, OPT_STRING, OFF(reason), NULL, 0, 0, "TEXT",
-         "redrive: why, published in header outbox_relay_redrive_reason (required)", OPT_CMDLINE},
+         "redrive: why, published in header outbox_relay_redrive_reason (required)",
+         OPT_CMDLINE, NULL},
         {"from-dead-letter", 0, OPT_FLAG, OFF(from_dead_letter), NULL, 0, 0, NULL,
-         "redrive: from the dead-letter topic to each record's intended topic", OPT_CMDLINE},
+         "redrive: from the dead-letter topic to each record's intended topic", OPT_CMDLINE, NULL},
         {"time-column", 0, OPT_STRING, OFF(time_column), "created_at", 0, 0, "NAME",
-         "redrive: the outbox column --since, --until and --dedup-horizon read", 0},
+         "redrive: the outbox column --since, --until and --dedup-horizon read", 0, NULL},
         {"dedup-horizon", 0, OPT_SECONDS, OFF(dedup_horizon_ms), "604800", 1000,
          INT64_C(315360000000), "SECONDS",
-         "redrive: older records need --yes; the receivers' deduplication horizon (7 days)", 0},
+         "redrive: older records need --yes; the receivers' deduplication horizon (7 days)", 0,
+         "In seconds; the default of inbox_cleanup() in the SQL kit's inbox.sql."},
         {"max-records", 0, OPT_INT, OFF(max_records), "10000", 1, 1000000, "N",
-         "redrive: a selection of more records is refused before anything is published", 0},
+         "redrive: a selection of more records is refused before anything is published", 0,
+         "At most 1000000."},
         {"verbose", 'v', OPT_DEBUG, OFF(verbose), NULL, 0, 0, NULL, "same as --log-level=debug",
-         OPT_CMDLINE},
+         OPT_CMDLINE, NULL},
         {"version", 'V', OPT_FLAG, OFF(show_version), NULL, 0, 0, NULL, "print version and exit",
-         OPT_CMDLINE},
+         OPT_CMDLINE, NULL},
         {"help", '?', OPT_FLAG, OFF(show_help), NULL, 0, 0, NULL, "print this help and exit",
-         OPT_CMDLINE},
+         OPT_CMDLINE, NULL},
 };
 
 #define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
@@ -1660,6 +1715,100 @@ void config_usage(FILE *out)
                 "      3 a requested work ID is gone or not found; a table, column or topic is\n"
                 "        missing or this login may not read it (nothing published),\n"
                 "      4 Kafka refused a record, or a row cannot be made a record\n");
+}
+
+/* @text for scdoc(5): its markup characters and the backslash escaped. */
+static void scd_puts(FILE *out, const char *text)
+{
+        for (const char *c = text; *c; c++) {
+                if (*c == '\\' || *c == '*' || *c == '_')
+                        fputc('\\', out);
+                fputc(*c, out);
+        }
+}
+
+void config_man_options(FILE *out)
+{
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *o = &opt_defs[i];
+                char var[128];
+
+                if (o->short_name)
+                        fprintf(out, "*-%c*, ", o->short_name);
+                fprintf(out, "*--");
+                scd_puts(out, o->name);
+                fputc('*', out);
+                if (o->arg) {
+                        fputs("=_", out);
+                        scd_puts(out, o->arg);
+                        fputc('_', out);
+                }
+                /* A line starting with "-" would be a list item. */
+                fputs(o->help[0] == '-' ? "\n\t\\" : "\n\t", out);
+                scd_puts(out, o->help);
+                fputc('.', out);
+                if (o->more) {
+                        fputc(' ', out);
+                        scd_puts(out, o->more);
+                }
+                if (o->def) {
+                        fputs(" Default: *", out);
+                        scd_puts(out, o->def);
+                        fputs("*.", out);
+                }
+                if ((o->flags & OPT_CMDLINE) == OPT_CMDLINE) {
+                        fputs(" Command line only.", out);
+                } else {
+                        if (!(o->flags & OPT_NOENV)) {
+                                env_name(o, var, sizeof(var));
+                                fputs(" Environment: *", out);
+                                scd_puts(out, var);
+                                fputs("*.", out);
+                        }
+                        if (o->flags & OPT_NOFILE)
+                                fputs(" Not in the configuration file.", out);
+                        else if (o->type == OPT_PROP)
+                                fputs(" File: *kafka.NAME = VALUE*.", out);
+                        else {
+                                fputs(" File: *", out);
+                                scd_puts(out, o->name);
+                                fputs(" = ...*.", out);
+                        }
+                }
+                if (o->flags & OPT_RELOAD)
+                        fputs(" Reloaded on SIGHUP.", out);
+                fputs("\n\n", out);
+        }
+}
+
+void config_man_presets(FILE *out)
+{
+        for (size_t i = 0; i < N_PRESET_DEFAULTS; i++) {
+                const struct preset_default *d = &preset_defaults[i];
+                bool flag = find_opt(d->name)->type == OPT_FLAG;
+                bool first = i == 0 || strcmp(d->preset, preset_defaults[i - 1].preset) != 0;
+                bool last = i + 1 == N_PRESET_DEFAULTS || strcmp(preset_defaults[i + 1].preset, d->preset) != 0;
+
+                if (first) {
+                        fprintf(out, "%s*", i ? "\n" : "");
+                        scd_puts(out, d->preset);
+                        fputs("*\n", out);
+                }
+                fputs(first ? "\t*--" : "*--", out);
+                scd_puts(out, d->name);
+                if (!flag) {
+                        fputc('=', out);
+                        scd_puts(out, d->value);
+                }
+                fputc('*', out);
+                if (d->unless) {
+                        fputs(" (unless *--", out);
+                        scd_puts(out, d->unless);
+                        fputs("* is given)", out);
+                }
+                fputs(last ? "\n" : "++\n", out);  /* scdoc's line break, within one preset */
+        }
+        fputc('\n', out);
 }
 
 void config_mapping(const struct relay_config *conf, char *buf, size_t size)

@@ -182,6 +182,18 @@ void config_free(struct relay_config *conf);
 void config_usage(FILE *out);
 
 /*
+ * config_man_options() - print the OPTIONS section of outbox-relay(1), in
+ * scdoc(5) syntax, from the same option table as config_usage(): each
+ * option's --help text, then what --help leaves out, its default, its
+ * environment variable and file name, and whether SIGHUP reloads it. Built
+ * into the page by src/man/manopts.c, so the page and --help cannot drift.
+ */
+void config_man_options(FILE *out);
+
+/* config_man_presets() - each preset's defaults, as config_usage() lists them, in scdoc(5) syntax. */
+void config_man_presets(FILE *out);
+
+/*
  * config_parse_table_name() - parse @text as an SQL qualified name: one or two
  * identifiers separated by '.', each either unquoted (folded to lower case, as
  * PostgreSQL does) or double-quoted with "" for a quote. Without a schema,

@@ -15,6 +15,7 @@ packages=(
         postgresql-15 postgresql-15-wal2json pgbouncer kafkacat
         python3 python3-pytest python3-pytest-xdist python3-psycopg2 python3-confluent-kafka python3-prometheus-client
         systemd   # systemd-analyze verify reads docker/outbox-relay.service (test_environment_docker.py)
+        scdoc man-db groff-base   # the man pages: built from src/man/*.scd, rendered by man -l
 )
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
 # mvn fetches the Kafka jars and the SQL matrix's PostgreSQL binaries (once each)

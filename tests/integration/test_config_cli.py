@@ -8,6 +8,7 @@ anywhere.
 
 import os
 import re
+import subprocess
 import time
 
 import harness
@@ -172,3 +173,76 @@ def test_readme_options_match_help():
         if hdef is not None and " " not in hdef and rdef is not None and hdef != rdef:
             problems.append("%s: default %r in --help, %r in README" % (name, hdef, rdef))
     assert not problems, "README's Options table and --help disagree:\n  " + "\n  ".join(problems)
+
+
+def man_page(name):
+    """The page meson built from src/man/ (beside the binary under test), as
+    groff renders it for a terminal: plain text, wide lines, no hyphenation."""
+    path = os.path.join(os.path.dirname(harness.relay_bin()), "man", name)
+    assert os.path.exists(path), "%s was not built: meson builds the man pages with scdoc " \
+        "(tests/install-deps.sh installs it)" % path
+    cp = subprocess.run(["groff", "-t", "-man", "-Tutf8", "-rHY=0", "-rLL=250n", "-P-cbou", path],
+                        capture_output=True, text=True)
+    assert cp.returncode == 0 and not cp.stderr.strip(), cp.stderr
+    return cp.stdout
+
+
+# An option heading of outbox-relay(1)'s OPTIONS: "-c, --config=FILE", "--create-slot".
+MAN_OPTION = re.compile(r"^ {7}(?:(-\S), )?(--[a-z][a-z0-9-]*)(?:=(\S+))?$")
+
+
+def man_options():
+    """{long option: (short option, argument, default, description)} of
+    outbox-relay(1)'s OPTIONS section."""
+    text = man_page("outbox-relay.1")
+    m = re.search(r"^OPTIONS\n(.*?)^PRESETS\n", text, re.S | re.M)
+    assert m, "outbox-relay(1) has no OPTIONS section followed by PRESETS"
+    opts, current = {}, None
+    for line in m.group(1).splitlines():
+        o = MAN_OPTION.match(line)
+        if o:
+            short, name, arg = o.groups()
+            assert name not in opts, "outbox-relay(1) lists %s twice" % name
+            current = opts[name] = [short, arg, None, ""]
+        elif current and line.startswith(" " * 11):
+            current[3] += " " + line.strip()
+    for v in opts.values():
+        v[3] = v[3].strip()
+        d = re.search(r"Default: (\S+)\.(?=\s|$)", v[3])
+        inline = re.findall(r"\(default: ([^)]*)\)", v[3])  # a default the help text names
+        v[2] = d.group(1) if d else inline[-1] if inline else None
+    return {k: tuple(v) for k, v in opts.items()}
+
+
+def test_man_page_options_match_help():
+    """outbox-relay(1)'s OPTIONS are made from the option table --help prints:
+    the same options, short options, arguments and defaults, each with its
+    --help text, and its environment variable unless it is command line only."""
+    helped = help_options()
+    documented = man_options()
+    rc, out = run_relay(["--help"], timeout=10)
+    texts = {}
+    for line in out.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0].splitlines():
+        _, name, _, text = HELP_OPTION.match(line).groups()
+        text = re.sub(r"; reloaded on SIGHUP$", "", text or "")
+        # the default --help appends is the man page's "Default: X."
+        mdef = documented.get(name, (None,) * 4)[2]
+        texts[name] = text[:-len(" (default: %s)" % mdef)] \
+            if mdef and text.endswith(" (default: %s)" % mdef) and \
+            "Default: %s." % mdef in documented[name][3] else text
+    problems = []
+    assert len(helped) >= 40, sorted(helped)
+    for name in sorted(set(helped) ^ set(documented)):
+        problems.append("%s is in %s only" % (name, "--help" if name in helped else "the man page"))
+    for name in sorted(set(helped) & set(documented)):
+        (hshort, harg, hdef), (mshort, marg, mdef, desc) = helped[name], documented[name]
+        if (hshort, harg, hdef) != (mshort, marg, mdef):
+            problems.append("%s: --help says %s, the man page %s" % (
+                name, (hshort, harg, hdef), (mshort, marg, mdef)))
+        if texts[name] not in desc:
+            problems.append("%s: --help's text %r is not in the man page's %r" % (
+                name, texts[name], desc))
+        env = "OUTBOX_RELAY_" + name[2:].upper().replace("-", "_")
+        if "Command line only." not in desc and name != "--kafka-property" and env not in desc:
+            problems.append("%s: the man page does not name %s" % (name, env))
+    assert not problems, "outbox-relay(1) and --help disagree:\n  " + "\n  ".join(problems)

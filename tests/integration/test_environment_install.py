@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`meson install` into a DESTDIR, from the build the tests run: it installs
+the binary, the systemd unit where systemd looks under the prefix, and the
+man pages; `man -l` renders each page without a warning; systemd reads the
+installed unit (systemd-analyze verify, which also opens the man pages its
+Documentation= names); and the unit's Type= matches what the binary can do:
+Type=notify with a watchdog only when it links libsystemd.
+"""
+
+import os
+import re
+import subprocess
+
+import harness
+
+PREFIX = "/usr/local"     # meson's default, as README's commands install
+PAGES = ["man1/outbox-relay.1"]
+
+
+def unit_settings(text):
+    return dict(m.groups() for m in re.finditer(r"^(\w+)=(.*)$", text, re.M))
+
+
+def install(destdir):
+    build = os.path.dirname(os.path.dirname(harness.relay_bin()))
+    cp = subprocess.run(["meson", "install", "-C", build, "--destdir", str(destdir), "--no-rebuild"],
+                        capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    cp = subprocess.run(["meson", "introspect", "--buildoptions", build], capture_output=True,
+                        text=True, check=True)
+    prefix = re.search(r'"name": "prefix", "value": "([^"]*)"', cp.stdout).group(1)
+    assert prefix == PREFIX, "the build under test was set up with --prefix=%s" % prefix
+    return str(destdir) + PREFIX
+
+
+def test_meson_install_puts_binary_unit_and_man_pages_in_place(tmp_path):
+    root = install(tmp_path / "dest")
+    binary = os.path.join(root, "bin", "outbox-relay")
+    unit = os.path.join(root, "lib", "systemd", "system", "outbox-relay.service")
+    man = os.path.join(root, "share", "man")
+    assert os.access(binary, os.X_OK), binary
+    assert open(binary, "rb").read() == open(harness.relay_bin(), "rb").read()
+
+    for page in PAGES:
+        path = os.path.join(man, page)
+        assert os.path.exists(path), "meson install did not install %s" % page
+        cp = subprocess.run(["man", "--warnings", "-l", path], capture_output=True, text=True,
+                            env=dict(os.environ, MANWIDTH="80", MAN_DISABLE_SECCOMP="1"))
+        assert cp.returncode == 0 and not cp.stderr.strip(), "man -l %s:\n%s" % (page, cp.stderr)
+        name = re.sub(r"\.(\d)$", r"(\1)", os.path.basename(page))
+        assert cp.stdout.lstrip().startswith(name), cp.stdout[:200]
+        assert len(cp.stdout.splitlines()) > 100, cp.stdout
+
+    text = open(unit).read()
+    settings = unit_settings(text)
+    assert settings["ExecStart"] == PREFIX + "/bin/outbox-relay", settings["ExecStart"]
+    links = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    if "libsystemd.so" in links:
+        assert settings["Type"] == "notify" and "WatchdogSec" in settings, settings
+    else:
+        assert settings["Type"] == "exec" and "WatchdogSec" not in settings, settings
+
+    # systemd reads it as installed: ExecStart= must exist, Documentation= must open
+    check = tmp_path / "outbox-relay.service"
+    check.write_text(text.replace("ExecStart=" + PREFIX, "ExecStart=" + root))
+    cp = subprocess.run(["systemd-analyze", "verify", str(check)], capture_output=True, text=True,
+                        env=dict(os.environ, MANPATH=man))
+    assert cp.returncode == 0 and not (cp.stdout + cp.stderr).strip(), cp.stdout + cp.stderr
