@@ -14,6 +14,7 @@ packages=(
         libsystemd-dev   # sd_notify: Type=notify, STATUS=, WATCHDOG=1 (test_process_systemd.py)
         postgresql-15 postgresql-15-wal2json pgbouncer kafkacat
         python3 python3-pytest python3-pytest-xdist python3-psycopg2 python3-confluent-kafka python3-prometheus-client
+        python3-yaml   # parses docker/kubernetes/ and docker/compose.yaml in the tests
         systemd   # systemd-analyze verify reads docker/outbox-relay.service (test_environment_docker.py)
         scdoc man-db groff-base   # the man pages: built from src/man/*.scd, rendered by man -l
 )
