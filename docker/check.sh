@@ -21,10 +21,15 @@ trap 'rm -rf "$build"' EXIT
 meson setup "$build" -Dbuildtype=release -Dwerror=true >/dev/null
 meson compile -C "$build" outbox-relay:executable >/dev/null
 echo "release build with -Dwerror=true (the Dockerfile's): ok"
+# Both with and without the optional monitoring profile (Prometheus, Grafana).
 if command -v docker-compose >/dev/null 2>&1; then
         docker-compose -f docker/compose.yaml config -q && echo "docker-compose config: ok"
+        COMPOSE_PROFILES=monitoring docker-compose -f docker/compose.yaml config -q &&
+                echo "docker-compose config --profile monitoring: ok"
 elif docker compose version >/dev/null 2>&1; then
         docker compose -f docker/compose.yaml config -q && echo "docker compose config: ok"
+        docker compose -f docker/compose.yaml --profile monitoring config -q &&
+                echo "docker compose config --profile monitoring: ok"
 else
         echo "no compose client: compose.yaml not parsed"
 fi
