@@ -853,7 +853,7 @@ static void check_kafka(struct check *ck, bool db_ok)
         if (bad && !conf->dead_letter)
                 add(ck, CHECK_FAIL, tname, "%zu value%s in rows the slot has not confirmed give%s no "
                     "valid topic name (%s): the relay stops at the first such row (exit 4); fix: change "
-                    "--topic, or let it stop and choose a remedy for that transaction (README: \"A row "
+                    "--topic, or let it stop and choose a remedy for that transaction (outbox-relay(7), RUNBOOK: \"A row "
                     "stops the relay\"), or start with --on-error=dead-letter", bad, bad == 1 ? "" : "s",
                     bad == 1 ? "s" : "", ck->bad_example);
         else if (bad)

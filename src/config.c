@@ -921,8 +921,8 @@ static const struct opt_def *find_opt(const char *name)
  * What a preset sets where no source did, one line per setting, as on the
  * command line. "debezium": the defaults of Debezium's Outbox Event Router
  * (io.debezium.transforms.outbox.EventRouter; Debezium documentation,
- * "Outbox Event Router", configuration options); README.md, "Debezium outbox
- * layout", says where the relay's record still differs.
+ * "Outbox Event Router", configuration options); outbox-relay(7), "Debezium
+ * outbox layout", says where the relay's record still differs.
  */
 struct preset_default {
         const char *preset;

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Exit codes of outbox-relay, documented in README.md and --help. */
+/* Exit codes of outbox-relay, documented in outbox-relay(1) and --help. */
 enum relay_exit {
         RELAY_EXIT_OK = 0,          /* stopped on request after flushing */
         RELAY_EXIT_RETRY = 1,       /* runtime failure; a restart may succeed */
@@ -128,7 +128,7 @@ struct relay_config {
  * headers come before the given ones, unless one of these has the same
  * header name.
  *
- * File format (README.md, "Configuration"): INI lines "name = value" as
+ * File format (outbox-relay(1), CONFIGURATION): INI lines "name = value" as
  * libinih reads them, name being a long option or "kafka.<librdkafka
  * property>"; '#' or ';' starts a comment line, " ;" an inline comment; no
  * sections; at most INI_MAX_LINE - 3 bytes a line. Environment:

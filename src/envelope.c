@@ -17,8 +17,8 @@
 #define TEXT_OID 25
 #define JSON_OID 114
 
-#define ENVELOPE_FIX "; write it with outbox_emit() (sql/outbox.sql), or as README \"An outbox " \
-        "with no table\" describes"
+#define ENVELOPE_FIX "; write it with outbox_emit() (sql/outbox.sql), or as outbox-relay(7), AN " \
+        "OUTBOX WITH NO TABLE, describes"
 
 /* Bytes of the UTF-8 sequence at @p (@left bytes there), or 0 if it is not a valid one. */
 static size_t utf8_sequence(const unsigned char *p, size_t left)

@@ -5,7 +5,7 @@
  * CONTENT), as sql/outbox.sql's outbox_emit() writes it; wal2json.h has the
  * "M" line that carries it) read as the outbox row it stands for, so that
  * record_extract() maps it to the same key, value, topic and headers as a
- * table row with the same values. The envelope, version 1 (README, "An
+ * table row with the same values. The envelope, version 1 (outbox-relay(7), "An
  * outbox with no table"):
  *
  *   {"version": 1, "columns": {"work_id": "order-103-ack", "kind": "order_received",

@@ -121,7 +121,7 @@ int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char 
  * tested). preflight_check_version() is the only place that gates it.
  */
 #define PREFLIGHT_MIN_SERVER_VERSION 140000
-/* The newest major tested (README, "Supported PostgreSQL versions"); newer ones are not refused. */
+/* The newest major tested (README.md, "Supported PostgreSQL versions"); newer ones are not refused. */
 #define PREFLIGHT_NEWEST_TESTED_MAJOR 18
 
 /*

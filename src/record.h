@@ -74,7 +74,7 @@ int record_spec_set_headers_column(struct record_spec *spec, const char *name);
 /*
  * record_header_reserved() - true for a header name the relay keeps for its
  * own headers: the "ce_" and "outbox_relay_" prefixes and "content-type", in
- * any case (CloudEvents Kafka protocol binding, binary mode; README "The
+ * any case (CloudEvents Kafka protocol binding, binary mode; outbox-relay(7), "The
  * Kafka record"). Neither the headers column nor --column-header may use them.
  */
 bool record_header_reserved(const char *name);
@@ -161,7 +161,7 @@ int record_extract(struct record_spec *spec, const struct w2j_record *rec, struc
 
 /*
  * record_error_code() - the dead-letter error code (the outbox_relay_error_code
- * header; README "Rows that cannot be published") of an error record_extract()
+ * header; outbox-relay(7), "Rows that cannot be published") of an error record_extract()
  * returned: INVALID_TOPIC (-EDOM), INVALID_JSON (-EILSEQ), INVALID_HEADERS
  * (-EBADMSG), MISSING_COLUMN (-ENOENT), NULL_VALUE (any other). Static string.
  */

@@ -30,7 +30,7 @@
  * the selection is over --max-records or reaches past --dedup-horizon
  * without --yes. Never touches the replication slot or the checkpoint.
  * Writes one line per acknowledged record to the caller's stream and logs
- * the rest; README.md, "Redrive", is the operator's side.
+ * the rest; outbox-relay(7), "Redrive", is the operator's side.
  */
 #ifndef RELAY_REDRIVE_H
 #define RELAY_REDRIVE_H

@@ -233,7 +233,7 @@ int redrive_dead_letter_run(struct redrive *rd, char *err, size_t errlen)
                          "committed more than the deduplication horizon (%s, --dedup-horizon) ago, "
                          "the oldest at %s: a receiver that has forgotten their work IDs applies "
                          "them again if they ever reached it. Find out first whether their effects "
-                         "happened (README, \"Redrive\"), then repeat with --yes; nothing was "
+                         "happened (outbox-relay(7), REDRIVE), then repeat with --yes; nothing was "
                          "published", old, rd->res.selected, hz,
                          ce_format_time(oldest_us, oldest, sizeof(oldest)));
                 r = -EPERM;

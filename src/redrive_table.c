@@ -354,7 +354,7 @@ static int redrive_row(struct redrive *rd, struct record_spec *spec, const PGres
         if (ret < 0) {
                 rd->res.refused++;
                 log_error("the row with work ID %s of %s cannot be made a record: %s; the relay "
-                          "refuses it too (README, \"Rows that cannot be published\"): fix the row, "
+                          "refuses it too (outbox-relay(7), ROWS THAT CANNOT BE PUBLISHED): fix the row, "
                           "or write the corrected intention under a new work ID",
                           row.id && !row.id->is_null ?
                           redrive_quote(row.id->ptr, row.id->len, id, sizeof(id)) : "(none)",
@@ -575,7 +575,7 @@ int redrive_table_run(struct redrive *rd, char *err, size_t errlen)
                 snprintf(err, errlen, "%" PRId64 " of the %" PRId64 " selected rows were written more "
                          "than the deduplication horizon (%s, --dedup-horizon) ago, the oldest at %s: "
                          "a receiver that has forgotten their work IDs applies them again. Find out "
-                         "first whether their effects happened (README, \"Redrive\"), then repeat "
+                         "first whether their effects happened (outbox-relay(7), REDRIVE), then repeat "
                          "with --yes; nothing was published", old, total, hz, oldest);
                 r = -EPERM;
                 goto out;

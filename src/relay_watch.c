@@ -394,7 +394,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                                    "pg_replication_slot_advance(), pg_recvlogical, or a relay configured "
                                    "differently), and the outbox rows committed between LSN %s and %s were "
                                    "never published by this relay. Publish them again from the outbox table "
-                                   "(README, \"Someone else moved the slot\"), then start once with "
+                                   "(outbox-relay(7), \"The checkpoint record\"), then start once with "
                                    "--accept-slot-position=%s", r->conf->slot, a, lsn_format(c->lsn, b),
                                    c->writer, c->time, b, a, a);
                         return -EINVAL;

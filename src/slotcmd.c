@@ -172,8 +172,8 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
                          strcmp(s.wal_status, "lost") == 0 ? ", wal_status lost" : "",
                          strcmp(s.wal_status, "lost") == 0 ?
                          "; it was invalidated: note its confirmed_flush_lsn, drop it with "
-                         "`outbox-relay slot drop --yes` and create it again (README, \"A lost "
-                         "slot\")" : "");
+                         "`outbox-relay slot drop --yes` and create it again (outbox-relay(7), RUNBOOK: "
+                         "\"A lost slot\")" : "");
                 rc = -EEXIST;
                 goto out;
         }

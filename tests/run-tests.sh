@@ -29,8 +29,9 @@ bash "$top/tests/install-deps.sh"
 
 log "fetching the Kafka broker jars (cached after the first run)"
 PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-kafka </dev/null
-# Prometheus's promtool evaluates README's alert rules (test_ops_alerts.py):
-# from Debian's prometheus package, unpacked into the cache beside the jars.
+# Prometheus's promtool evaluates the alert rules of outbox-relay(7) (test_ops_alerts.py)
+# and the Grafana dashboard's expressions (test_ops_dashboard.py): from Debian's
+# prometheus package, unpacked into the cache beside the jars.
 log "fetching promtool (cached after the first run)"
 PYTHONPATH="$top/tests" PYTHONDONTWRITEBYTECODE=1 "$py" -m harness fetch-promtool </dev/null >/dev/null
 # Debezium and Kafka Connect, for the Debezium preset's comparison test

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Prometheus's promtool, to evaluate README's alert rules with Prometheus's
+"""Prometheus's promtool, to evaluate the alert rules of outbox-relay(7) with Prometheus's
 own PromQL engine (`promtool test rules`).
 
 It comes from Debian 12's own `prometheus` package (2.42), fetched with
@@ -12,7 +12,7 @@ Only the promtool binary is kept (about 48 MB).
 
 What moving from Prometheus 3's promtool (built with Go before) to 2.42
 loses: nothing the tests use. `promtool test rules` with input_series,
-promql_expr_test and the ALERTS series behaves the same for README's rules
+promql_expr_test and the ALERTS series behaves the same for the guide's rules
 (plain comparisons, rate(), max_over_time(), `for:`), and the rules use no
 PromQL function added after 2.42.
 

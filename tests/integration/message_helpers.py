@@ -12,7 +12,7 @@ from harness.outbox import in_transaction  # noqa: F401 (used by the tests throu
 PREFIX = "outbox"   # sql/outbox.sql's default -v message_prefix
 
 # Headers that differ between two transactions, and ce_source, which names
-# the table or the message prefix (README, "An outbox with no table").
+# the table or the message prefix (outbox-relay(7), "An outbox with no table").
 PER_TRANSACTION = {"ce_time", "ce_pglsn", "ce_pgxid", "ce_source"}
 
 # The stop-policy line for a logical message found unpublishable.

@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""README's alert rules, evaluated by Prometheus's own engine against the
+"""The guide's alert rules (outbox-relay(7), WHAT TO ALERT ON), evaluated by Prometheus's own engine against the
 metrics of a relay in the state each rule names.
 
-README's "What to alert on" table is read as it is written (alert name,
+The guide's "What to alert on" list is read as it is written (alert name,
 PromQL expression, `for`, severity) and turned into a Prometheus rule file.
 A test brings a real relay into a state (a warm standby, a broker outage, a
 row that stopped it) and takes a Snapshot there: two scrapes of each relay's
 /metrics some seconds apart, `up` as Prometheus would record it (0 when the
 scrape fails), and the `slot` query of sql/monitoring.sql read from the
-database as README says to export it (gauges `outbox_relay_pg_slot_<column>`,
+database as the guide says to export it (gauges `outbox_relay_pg_slot_<column>`,
 labelled by slot_name and wal_status). The snapshot becomes promtool input
 series that hold the state for half an hour: a gauge keeps its last value, a
 counter keeps growing by what it grew between the two scrapes, every
@@ -18,8 +18,8 @@ second's, 20 minutes in. Then
 `promtool test rules` evaluates every rule after 30 minutes, and the test
 says which alerts must fire: all others must not.
 
-DRILLS maps each README alert to the test that makes it fire, so that an
-alert added to README without such a state fails test_ops_alerts.py.
+DRILLS maps each alert of the guide to the test that makes it fire, so that an
+alert added to the guide without such a state fails test_ops_alerts.py.
 """
 
 import os
@@ -29,16 +29,16 @@ import tempfile
 import time
 
 import harness
+from harness import docs
 from harness.http import scrape
 from harness.promtool import ensure_promtool
 
-README = os.path.join(harness.TOP, "README.md")
 MONITORING_SQL = os.path.join(harness.TOP, "sql", "monitoring.sql")
 JOB = "outbox-relay"
 HOLD_S = 35 * 60        # how long a state is held in the input series
 EVAL_AT = "30m"
 
-# Each README alert and the test (file::function) that brings a relay into its state.
+# Each alert of the guide and the test (file::function) that brings a relay into its state.
 DRILLS = {
     "OutboxRelayUnpublished": "test_ops_alerts.py::test_kafka_down_drill",
     "OutboxRelayNotReady": "test_ops_alerts.py::test_kafka_down_drill",
@@ -53,22 +53,22 @@ DRILLS = {
 }
 
 
+# An alert of outbox-relay(7)'s WHAT TO ALERT ON, as its scdoc source writes it:
+# "*Name* (severity, for 5m)" (the "for" left out when there is none), then
+# the expression as one bold span on the next, tab-indented line.
+ALERT = re.compile(r"^\*(OutboxRelay\w+)\* \((\w+)(?:, for (\w+))?\)\n\t\*(.+)\*$", re.M)
+
+
 def readme_alerts():
-    """[{name, expr, for, severity}] from README's "What to alert on" table."""
-    text = open(README).read()
-    m = re.search(r"^### What to alert on\n(.*?)(?=^#)", text, re.S | re.M)
-    assert m, "README has no \"### What to alert on\" section"
-    alerts = []
-    for line in m.group(1).splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 5 or not cells[0].startswith("`"):
-            continue
-        name, expr = cells[0].strip("`"), cells[1]
-        assert re.fullmatch(r"`[^`]+`", expr), "alert %s: the expression is not one code span: %r" % (
-            name, expr)
-        alerts.append({"name": name, "expr": expr.strip("`"), "for": cells[2] or "0m",
-                       "severity": cells[3]})
-    assert alerts, "no alert rows in README's table"
+    """[{name, expr, for, severity}] of the guide's alerts (WHAT TO ALERT ON
+    in src/man/outbox-relay.7.scd), read as written."""
+    text = docs.section("outbox-relay.7", "WHAT TO ALERT ON")
+    alerts = [{"name": name, "expr": docs.unescape(expr), "for": for_ or "0m", "severity": sev}
+              for name, sev, for_, expr in ALERT.findall(text)]
+    named = re.findall(r"^\*(OutboxRelay\w+)\*", text, re.M)
+    assert alerts and len(alerts) == len(named), \
+        "alerts not written as \"*Name* (severity, for D)\" and a *expression* line: %s" % (
+            sorted(set(named) - {a["name"] for a in alerts}))
     return alerts
 
 
@@ -113,7 +113,7 @@ def slot_query_rows(case):
 
 
 def slot_series(case):
-    """README's export of the `slot` query: every numeric or boolean column as
+    """The guide's export of the `slot` query: every numeric or boolean column as
     gauge outbox_relay_pg_slot_<column> labelled slot_name and wal_status; NULL
     gives no sample. Only this test's slot."""
     out = {}
@@ -185,12 +185,12 @@ def _yaml_str(s):
 
 
 def evaluate(snapshot, fires, tmpdir=None):
-    """Evaluate README's alerts on snapshot with promtool: exactly the alerts
+    """Evaluate the guide's alerts on snapshot with promtool: exactly the alerts
     named in fires must be firing after 30 minutes. Raises AssertionError
     with promtool's output otherwise."""
     alerts = readme_alerts()
     names = {a["name"] for a in alerts}
-    assert set(fires) <= names, "not README alerts: %s" % (set(fires) - names)
+    assert set(fires) <= names, "not alerts of the guide: %s" % (set(fires) - names)
     d = tempfile.mkdtemp(prefix="alerts-", dir=tmpdir)
     rules = ["groups:", "- name: readme", "  rules:"]
     for a in alerts:
@@ -214,5 +214,5 @@ def evaluate(snapshot, fires, tmpdir=None):
         f.write("\n".join(test) + "\n")
     cp = subprocess.run([ensure_promtool(), "test", "rules", "test.yml"], cwd=d, capture_output=True,
                         text=True, timeout=300)
-    assert cp.returncode == 0, ("README's alerts on this state: expected firing %s\n%s\n%s\n(files in %s)"
+    assert cp.returncode == 0, ("the guide's alerts on this state: expected firing %s\n%s\n%s\n(files in %s)"
                                 % (sorted(fires), cp.stdout[-6000:], cp.stderr[-3000:], d))

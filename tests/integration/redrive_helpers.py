@@ -10,7 +10,7 @@ import time
 
 from harness import run_relay
 
-# The headers every redriven record carries (README, "Redrive").
+# The headers every redriven record carries (outbox-relay(7), "Redrive").
 REDRIVE_HEADERS = ("outbox_relay_redrive_reason", "outbox_relay_redrive_by",
                    "outbox_relay_redrive_at", "outbox_relay_redrive_from")
 # What the table does not keep: a redrive from it leaves them out.

@@ -9,7 +9,7 @@ import subprocess
 from harness import EXIT_UNPUBLISHABLE, format_lsn, parse_lsn, the_error
 
 # The stop-policy line for a row found unpublishable before producing it
-# (README, "Rows that cannot be published").
+# (outbox-relay(7), "Rows that cannot be published").
 ROW_ERROR = re.compile(
     r'cannot publish the row with work ID "(?P<work_id>.*?)" of table (?P<table>"[^"]*(?:""[^"]*)*"'
     r'\."[^"]*(?:""[^"]*)*") at LSN (?P<row_lsn>[0-9A-F]+/[0-9A-F]+) \(transaction (?P<xid>\d+) '

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The command line: --help exits 0 and lists the options README's Options
-table lists; a usage error (an unknown option, a bad value, a -X property
+"""The command line: --help exits 0 and lists the options outbox-relay(1)
+lists (its OPTIONS are made from the same table); a usage error (an unknown option, a bad value, a -X property
 the relay or librdkafka refuses) ends the relay by itself with exit 2 and
 exactly one error line that names what is wrong, before it connects
 anywhere.
@@ -103,8 +103,6 @@ def test_usage_errors_exit_2(argv):
 # An option line of --help: "  -c, --config=FILE    text", "      --create-slot    text";
 # a long argument runs into the text with one space.
 HELP_OPTION = re.compile(r"^  (?:(-\S), |    )(--[a-z][a-z0-9-]*)(?:=(\S+))?(?: +(.*))?$")
-# An option of README's table, in a code span: "-c, --config=FILE", "--yes".
-README_OPTION = re.compile(r"^(?:(-\S), )?(--[a-z][a-z0-9-]*)(?:=(.+))?$")
 
 
 def help_options():
@@ -123,56 +121,6 @@ def help_options():
         assert name not in opts, "--help lists %s twice" % name
         opts[name] = (short, arg, defaults[-1] if defaults else None)
     return opts
-
-
-def readme_options():
-    """{long option: (short option, argument, default)} of README's Options
-    table. An option cell holds one or more code spans, each one option; the
-    default is the default cell's first code span, else its text."""
-    text = open(os.path.join(harness.TOP, "README.md")).read()
-    m = re.search(r"^### Options\n(.*?)(?=^#)", text, re.S | re.M)
-    assert m, "README has no \"### Options\" section"
-    opts, problems = {}, []
-    for line in m.group(1).splitlines():
-        if not line.startswith("| `"):
-            continue
-        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
-        assert len(cells) == 3, "README Options row without option, default and meaning: %r" % line
-        spans = re.findall(r"`([^`]*)`", cells[1])
-        default = spans[0] if spans else cells[1] or None
-        for span in re.findall(r"`([^`]*)`", cells[0]):
-            o = README_OPTION.match(span)
-            if not o:
-                problems.append("README's row %r names %r, not --long-name (with its short "
-                                "option, if any, as \"-x, --long\")" % (cells[0], span))
-                continue
-            short, name, arg = o.groups()
-            if name in opts:
-                problems.append("README's Options table lists %s twice" % name)
-            opts[name] = (short, arg, default)
-    return opts, problems
-
-
-def test_readme_options_match_help():
-    """README's Options table and --help list the same options, each with the
-    same short option and argument, and the same default where both give a
-    value (--help's "(default: ...)" without spaces, README's default cell)."""
-    helped = help_options()
-    documented, problems = readme_options()
-    assert len(helped) >= 40 and len(documented) >= 40, (sorted(helped), sorted(documented))
-    for name in sorted(set(helped) - set(documented)):
-        problems.append("%s is in --help but has no row in README's Options table" % name)
-    for name in sorted(set(documented) - set(helped)):
-        problems.append("%s has a row in README's Options table but is not in --help" % name)
-    for name in sorted(set(helped) & set(documented)):
-        (hshort, harg, hdef), (rshort, rarg, rdef) = helped[name], documented[name]
-        if hshort != rshort:
-            problems.append("%s: short option %s in --help, %s in README" % (name, hshort, rshort))
-        if harg != rarg:
-            problems.append("%s: argument %s in --help, %s in README" % (name, harg, rarg))
-        if hdef is not None and " " not in hdef and rdef is not None and hdef != rdef:
-            problems.append("%s: default %r in --help, %r in README" % (name, hdef, rdef))
-    assert not problems, "README's Options table and --help disagree:\n  " + "\n  ".join(problems)
 
 
 def man_page(name):

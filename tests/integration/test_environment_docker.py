@@ -12,6 +12,7 @@ import re
 import subprocess
 
 import harness
+from harness import docs
 
 DOCKERFILE = os.path.join(harness.TOP, "docker", "Dockerfile")
 MESON_BUILD = os.path.join(harness.TOP, "meson.build")
@@ -101,23 +102,24 @@ def test_postgres_image_runs_the_server_kit_first():
 
 
 def readme_no_restart_statuses():
-    """The exit statuses README's table says a supervisor must not restart on."""
-    text = open(os.path.join(harness.TOP, "README.md")).read()
-    table = text[text.index("### Exit status"):]
-    table = table[:table.index("\n\n", table.index("| status"))]
-    codes = {int(m.group(1)) for m in re.finditer(r"^\| (\d) \|.*\| not restart", table, re.M)}
-    restart = {int(m.group(1)) for m in re.finditer(r"^\| (\d) \|.*\| restart", table, re.M)}
-    assert codes and restart, table
+    """The exit statuses outbox-relay(1)'s EXIT STATUS table (its scdoc
+    source) says a supervisor must not restart on, and those it restarts on:
+    each row is "|  N", then its meaning, then what a supervisor should do."""
+    table = docs.section("outbox-relay.1", "EXIT STATUS")
+    rows = re.findall(r"^\|  (\d)\n:  .*\n:  (.*)$", table, re.M)
+    codes = {int(n) for n, should in rows if should.startswith("not restart")}
+    restart = {int(n) for n, should in rows if should.startswith("restart")}
+    assert len(rows) == 5 and codes and restart, table
     return codes, restart
 
 
 def test_compose_does_not_restart_on_statuses_readme_forbids():
     """Docker's restart policies cannot tell exit 1 from 2, 3 and 4: on-failure
-    (and always, unless-stopped) restart on all of them, against README."""
+    (and always, unless-stopped) restart on all of them, against the exit table."""
     text = open(os.path.join(harness.TOP, "docker", "compose.yaml")).read()
     relay = text[text.index("\n  relay:"):]
     policies = re.findall(r"^\s+restart:\s*(\S+)", relay, re.M)
-    assert policies == ['"no"'], "docker/compose.yaml's relay restarts (%s); README's exit table " \
+    assert policies == ['"no"'], "docker/compose.yaml's relay restarts (%s); outbox-relay(1)'s exit table " \
         "forbids restarting on %s" % (policies, sorted(readme_no_restart_statuses()[0]))
 
 
@@ -128,7 +130,7 @@ def test_systemd_unit_follows_the_exit_table(tmp_path):
     settings = dict(m.groups() for m in re.finditer(r"^(\w+)=(.*)$", text, re.M))
     assert settings["Restart"] == "on-failure", settings
     prevented = {int(c) for c in settings["RestartPreventExitStatus"].split()}
-    assert prevented == no, "RestartPreventExitStatus=%s, README: not restart on %s" % (
+    assert prevented == no, "RestartPreventExitStatus=%s, outbox-relay(1): not restart on %s" % (
         sorted(prevented), sorted(no))
     assert not prevented & yes
     # systemd itself reads it (with ExecStart pointing at the built binary)

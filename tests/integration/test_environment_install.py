@@ -4,7 +4,8 @@ the binary, the systemd unit where systemd looks under the prefix, and the
 man pages; `man -l` renders each page without a warning; systemd reads the
 installed unit (systemd-analyze verify, which also opens the man pages its
 Documentation= names); and the unit's Type= matches what the binary can do:
-Type=notify with a watchdog only when it links libsystemd.
+Type=notify with a watchdog only when it links libsystemd. README's systemd
+setup writes the files the unit reads.
 """
 
 import os
@@ -14,7 +15,7 @@ import subprocess
 import harness
 
 PREFIX = "/usr/local"     # meson's default, as README's commands install
-PAGES = ["man1/outbox-relay.1"]
+PAGES = ["man1/outbox-relay.1", "man7/outbox-relay.7"]
 
 
 def unit_settings(text):
@@ -66,3 +67,27 @@ def test_meson_install_puts_binary_unit_and_man_pages_in_place(tmp_path):
     cp = subprocess.run(["systemd-analyze", "verify", str(check)], capture_output=True, text=True,
                         env=dict(os.environ, MANPATH=man))
     assert cp.returncode == 0 and not (cp.stdout + cp.stderr).strip(), cp.stdout + cp.stderr
+
+
+def test_readme_systemd_setup_matches_the_unit(tmp_path):
+    """README's "Under systemd" commands, run as written into a scratch root
+    (all but systemctl): they write the settings file and the password file
+    the unit names, and the relay reads that settings file."""
+    text = open(os.path.join(harness.TOP, "README.md")).read()
+    section = text[text.index("### Under systemd"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    root = str(tmp_path)
+    for line in block.splitlines():
+        if line.startswith("systemctl "):
+            continue
+        line = line.replace("/etc/outbox-relay", root + "/etc/outbox-relay")
+        cp = subprocess.run(["sh", "-ec", line], capture_output=True, text=True)
+        assert cp.returncode == 0, (line, cp.stderr)
+    units = open(os.path.join(harness.TOP, "docker", "outbox-relay.service")).read()
+    conf = re.search(r"^Environment=OUTBOX_RELAY_CONFIG=(\S+)$", units, re.M).group(1)
+    cred = re.search(r"^LoadCredential=pgpass:(\S+)$", units, re.M).group(1)
+    assert os.path.exists(root + conf), "README does not write %s" % conf
+    assert os.path.exists(root + cred), "README does not write %s" % cred
+    assert os.stat(root + cred).st_mode & 0o077 == 0, "libpq refuses a password file others may read"
+    rc, out = harness.run_relay(["-c", root + conf, "--version"], timeout=10)
+    assert rc == harness.EXIT_OK, out

@@ -9,7 +9,7 @@ and a PostgreSQL transaction split over several Kafka transactions.
 Each scenario counts work IDs with a read_committed collector
 (harness.faults.verify_exactly_once: all there, none twice). A
 read_uncommitted collector beside it in the crash loop shows what such a
-consumer sees (aborted records too), as README says.
+consumer sees (aborted records too), as outbox-relay(7) says.
 
 Sizes: 20,000 rows and 6 kills by default; OUTBOX_RELAY_SOAK=1 runs 100,000
 rows and 20 kills.

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""README's alert rules against the states they name, evaluated by
+"""The alert rules of outbox-relay(7) against the states they name, evaluated by
 Prometheus's promtool (see ops_helpers.py): each alert must fire in its
 state and stay quiet in the others, a healthy relay and a warm standby
 included. Also the log of a broker outage: one line when the brokers go,
 one when they return, librdkafka's own lines at debug only.
 
-The Kafka-down drill waits until rows are over a minute old (README's first
+The Kafka-down drill waits until rows are over a minute old (the guide's first
 alert), so it takes about two minutes.
 """
 
@@ -19,12 +19,12 @@ from harness.http import scrape, wait_http
 
 
 def test_readme_alerts_have_drills():
-    """Every README alert has a test that brings a relay into its state, and
+    """Every alert of the guide has a test that brings a relay into its state, and
     each named test exists."""
     names = [a["name"] for a in ops.readme_alerts()]
     assert len(names) == len(set(names)), names
     assert set(names) == set(ops.DRILLS), \
-        "README alerts without a drill: %s; drills of no alert: %s" % (
+        "alerts of the guide without a drill: %s; drills of no alert: %s" % (
             set(names) - set(ops.DRILLS), set(ops.DRILLS) - set(names))
     here = os.path.dirname(os.path.abspath(__file__))
     for name, where in ops.DRILLS.items():
@@ -53,7 +53,7 @@ def kafka_lines(log):
 
 
 def test_kafka_down_drill(case, own_broker):
-    """README's "Kafka is down": nothing to do but watch. The relay keeps its
+    """The runbook's "Kafka is down": nothing to do but watch. The relay keeps its
     stream, confirms nothing new, /readyz says why, and the alerts say it:
     rows a minute old (Unpublished), the active relay not ready (NotReady);
     when the brokers return everything goes out, and the delivery that took

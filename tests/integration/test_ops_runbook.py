@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The README runbook's procedures, done as written: a lost slot, a row
+"""The runbook's procedures (outbox-relay(7), RUNBOOK), done as written: a lost slot, a row
 that stops the relay (exit 4), relay failover. ("Kafka is down" is
 test_ops_alerts.py's drill.)
 
@@ -78,7 +78,7 @@ def stop_summary(log):
 
 
 def test_row_stops_relay_drill(case):
-    """README's "A row stops the relay (exit 4)", as written. The alerts that
+    """The runbook's "A row stops the relay (exit 4)", as written. The alerts that
     page are the ones that outlive the exit (the scrape fails, the slot is
     inactive with lag); check predicts the stop; fixing the row in the table
     does not help (the relay re-reads the committed INSERT) and each start
@@ -150,7 +150,7 @@ def txn_end_lsn(line):
 
 
 def test_relay_failover_drill(case):
-    """README's "Relay failover", as written: a second relay with the same
+    """The runbook's "Relay failover", as written: a second relay with the same
     options waits as a warm standby and takes over when the first stops.
     Neither fires an alert while both run (the standby is not ready by
     design, and its looks are not reconnects); a standby alone (the slot held

@@ -239,7 +239,7 @@ def test_check_and_start_name_the_presets_missing_columns(case):
     assert case.pg.slot(case.slot) is None
     code, out = run_relay(["check"] + args)
     assert 'PASS  header columns of "public"."outboxevent": "id" (header "id") present' in out, out
-    # README's way to switch from Debezium starts with creating the slot with the same options
+    # the guide's way to switch from Debezium starts with creating the slot with the same options
     code, out = run_relay(["slot", "create"] + args)
     assert code == 0, out
     assert case.pg.slot(case.slot)["plugin"] == "wal2json"

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""An outbox with no table (README, "An outbox with no table"): with
+"""An outbox with no table (outbox-relay(7), "An outbox with no table"): with
 --message-prefix the relay also publishes transactional logical messages of
 that prefix, which outbox_emit() (sql/outbox.sql) writes as a small JSON
 envelope.

@@ -63,7 +63,7 @@ def test_order_103(case):
 
     assert RFC3339_US.match(rec.header("ce_time")), rec.header("ce_time")
     assert rec.header("ce_time") == ce_time
-    # the record timestamp is when the relay produced it: after the commit (README's record table)
+    # the record timestamp is when the relay produced it: after the commit (outbox-relay(7)'s record table)
     assert commit_us // 1000 <= rec.timestamp <= commit_us // 1000 + 30000, \
         "record timestamp %d ms is not the produce time after the commit at %d us" % (
             rec.timestamp, commit_us)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """A topic the relay may not write to: Kafka's TOPIC_AUTHORIZATION_FAILED is
-a row error like any other unpublishable row (README, "Rows that cannot be
+a row error like any other unpublishable row (outbox-relay(7), "Rows that cannot be
 published"), never a reason to retry forever, to confirm past the row or to
 lose it.
 

@@ -9,7 +9,7 @@
   before START_REPLICATION (held there by a frozen broker while it reads the
   slot's checkpoint): the same exit 3 and "is gone", not a bare SQLSTATE.
 
-What the operator does then is README's runbook: test_ops_runbook.py.
+What the operator does then is the runbook of outbox-relay(7): test_ops_runbook.py.
 """
 
 from harness import EXIT_ENV, EXIT_OK, run_relay, wait_until

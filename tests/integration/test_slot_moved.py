@@ -7,7 +7,7 @@ share the slot. The evidence is the checkpoint record in Kafka, so a
 restart, a warm standby taking over, or a fresh process all see it.
 
 Each test first shows the rows really were consumed (the problem exists),
-then what the relay does, then the operator's remedy from README.
+then what the relay does, then the operator's remedy from outbox-relay(7).
 """
 
 import os

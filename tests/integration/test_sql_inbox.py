@@ -4,7 +4,7 @@ first delivery, false for a repeat with the same payload however it is
 spelled, SQLSTATE WK002 for a changed one), its bounds, a concurrent
 transaction receiving the same work ID, the privileges a consumer needs,
 inbox_cleanup() keeping entries younger than the deduplication horizon, the
-psql variables the file takes, and README's consumer transaction. The whole chain through the relay is in
+psql variables the file takes, and sql/README.md's consumer transaction. The whole chain through the relay is in
 test_sql_inbox_chain.py."""
 
 import hashlib
@@ -286,14 +286,14 @@ def test_loads_into_a_schema_with_its_own_horizon(case):
 
 
 def readme_example():
-    """The consumer transaction of README's "The receiver's inbox"."""
-    text = open(os.path.join(harness.TOP, "README.md"), encoding="utf-8").read()
-    section = text[text.index("### The receiver's inbox"):]
+    """The consumer transaction of sql/README.md's "The receiver's inbox"."""
+    text = open(os.path.join(harness.TOP, "sql", "README.md"), encoding="utf-8").read()
+    section = text[text.index("## The receiver's inbox"):]
     return re.search(r"```sql\n(.*?)```", section, re.S).group(1)
 
 
 def test_readme_example_applies_once(case, db):
-    """README's consumer transaction, run as written twice: one effect."""
+    """sql/README.md's consumer transaction, run as written twice: one effect."""
     sql = readme_example()
     assert "inbox_receive('order-mailer', 'order-103-ack'" in sql, sql
     case.query("CREATE TABLE outgoing_mail (customer_id integer, template text, order_id integer)")
