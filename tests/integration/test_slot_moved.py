@@ -103,14 +103,29 @@ def test_slot_taken_over_by_pg_recvlogical_while_the_relay_waits(case):
     out = os.path.join(case.env.base_dir, case.name + "-recvlogical.out")
     recv = None
     deadline = time.monotonic() + 30
+
+    def holder(p):
+        """Who holds the slot now: 'pg_recvlogical', 'lost' (it exited: the
+        relay was back first), or None (nobody yet)."""
+        if p.poll() is not None:
+            return "lost"
+        rows = case.query("SELECT a.application_name FROM pg_replication_slots s "
+                          "JOIN pg_stat_replication a ON a.pid = s.active_pid "
+                          "WHERE s.slot_name = %s", (case.slot,))
+        return "pg_recvlogical" if rows and rows[0][0] == "pg_recvlogical" else None
+
+    # The race under test: the walsender goes, and pg_recvlogical takes the
+    # slot in the moment the relay's reconnect backoff leaves. When the relay
+    # is back first, pg_recvlogical (--no-loop) exits and the round repeats.
     while recv is None:
         case.query("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
                    "WHERE slot_name = %s AND active_pid IS NOT NULL", (case.slot,))
         p = subprocess.Popen([os.path.join(harness.pg.PG_BINDIR, "pg_recvlogical"), "-d", case.dsn,
-                              "-S", case.slot, "--start", "-f", out, "-s", "1", "-F", "1"],
+                              "-S", case.slot, "--start", "--no-loop", "-f", out, "-s", "1",
+                              "-F", "1"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.5)  # give it the moment the relay's backoff leaves (the race under test)
-        if p.poll() is None:
+        if procs.wait_until(lambda: holder(p), 30, what="pg_recvlogical to hold the slot or exit") \
+                == "pg_recvlogical":
             recv = p
         elif time.monotonic() > deadline:
             raise AssertionError("pg_recvlogical never got the slot: %s" % p.stderr.read())
