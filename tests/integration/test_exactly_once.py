@@ -111,7 +111,11 @@ def test_killed_between_kafka_commit_and_slot_confirm(case):
     had read; then the relay is killed. The restarted relay finds its
     checkpoint ahead of the slot and sends none of it again."""
     coll = collector(case, isolation="read_committed")
-    relay = start_relay(case, *EOS, "--kafka-transaction-messages=50")
+    # status updates every 10 s: at the freeze, the slot is still where the
+    # relay started, whatever the machine's load. With 1 s, a relay that read
+    # and confirmed all 2,000 rows before the first 200 reached the test's
+    # consumer left no gap to test (seen on a loaded machine).
+    relay = start_relay(case, *EOS, "--kafka-transaction-messages=50", status_interval=10)
     conn = case.connect(autocommit=False)
     rows = [{"work_id": "gap-%d" % i, "kind": "fault", "payload": {"n": i}} for i in range(2000)]
     commits = [insert_rows(conn, rows[i:i + 100]) for i in range(0, len(rows), 100)]
