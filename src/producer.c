@@ -541,14 +541,37 @@ int producer_brokers_up(const struct producer *p)
  */
 #define SCRAM_FIXED_VERSION 0x020601ff
 
+/* The value of librdkafka property @name of @p, "" when unset. */
+static const char *conf_value(struct producer *p, const char *name, char *buf, size_t size)
+{
+        size_t n = size;
+
+        if (rd_kafka_conf_get(rd_kafka_conf(p->rk), name, buf, &n) != RD_KAFKA_CONF_OK)
+                buf[0] = '\0';
+        return buf;
+}
+
+/* TLS to the brokers without a client certificate of the relay's. */
+static bool tls_without_client_cert(struct producer *p)
+{
+        static const char *const certs[] = {"ssl.certificate.location", "ssl.certificate.pem",
+                                            "ssl.keystore.location"};
+        char v[512];
+
+        if (!strstr(conf_value(p, "security.protocol", v, sizeof(v)), "ssl"))
+                return false;
+        for (size_t i = 0; i < sizeof(certs) / sizeof(certs[0]); i++)
+                if (conf_value(p, certs[i], v, sizeof(v))[0])
+                        return false;
+        return true;
+}
+
 static bool old_scram(struct producer *p)
 {
-        char mech[64] = "";
-        size_t n = sizeof(mech);
+        char mech[64];
 
         return rd_kafka_version() < SCRAM_FIXED_VERSION &&
-               rd_kafka_conf_get(rd_kafka_conf(p->rk), "sasl.mechanisms", mech, &n) == RD_KAFKA_CONF_OK &&
-               strncmp(mech, "SCRAM", 5) == 0;
+               strncmp(conf_value(p, "sasl.mechanisms", mech, sizeof(mech)), "SCRAM", 5) == 0;
 }
 
 int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen)
@@ -579,6 +602,16 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
                                          "later, or log in with a client certificate "
                                          "(security.protocol=SSL) or PLAIN over SASL_SSL",
                                          rd_kafka_version_str());
+                        return -EACCES;
+                }
+                if (ce->code == RD_KAFKA_RESP_ERR__TRANSPORT && tls_without_client_cert(p) && n >= 0 &&
+                    (size_t)n < errlen) {
+                        /* After the handshake: the broker's refusal arrives as a failed receive. */
+                        snprintf(err + n, errlen - (size_t)n, "; fix: if the brokers' listener wants a "
+                                 "client certificate (mutual TLS: OpenSSL then reports \"bad certificate\" "
+                                 "or \"certificate required\"), give -X ssl.certificate.location and "
+                                 "ssl.key.location, a certificate signed by a CA the brokers trust; else "
+                                 "check --brokers and that the brokers are up");
                         return -EACCES;
                 }
                 return -EHOSTUNREACH;

@@ -344,7 +344,7 @@ def test_kafka_sasl_ssl_scram_and_mutual_tls(kcase, certs, tls_kafka):
 KAFKA_FAILURES = {
     "wrong_ca": ("SASL_SSL", "certificate verify failed", "fix: Check -X ssl.ca.location"),
     "wrong_password": ("SASL_SSL", "invalid credentials", "fix: Check -X sasl.mechanism"),
-    "no_client_cert": ("SSL", "bad certificate", "fix: check --brokers, the -X security settings"),
+    "no_client_cert": ("SSL", "bad certificate", "give -X ssl.certificate.location and ssl.key"),
 }
 
 
