@@ -558,7 +558,7 @@ static bool tls_without_client_cert(struct producer *p)
                                             "ssl.keystore.location"};
         char v[512];
 
-        if (!strstr(conf_value(p, "security.protocol", v, sizeof(v)), "ssl"))
+        if (!strcasestr(conf_value(p, "security.protocol", v, sizeof(v)), "ssl"))
                 return false;
         for (size_t i = 0; i < sizeof(certs) / sizeof(certs[0]); i++)
                 if (conf_value(p, certs[i], v, sizeof(v))[0])
