@@ -793,7 +793,7 @@ static void check_kafka(struct check *ck, bool db_ok)
 {
         const struct relay_config *conf = ck->conf;
         struct producer *p = NULL;
-        char err[1024], why[600], note[700], suffix[704], tname[320];
+        char err[1536], why[600], note[700], suffix[704], tname[320];
         size_t first_template = 0, bad = 0, old = 0;
         bool *exists = NULL, autocreate = false, any_missing = false, values_read = false;
         int32_t broker = -1;
@@ -817,10 +817,13 @@ static void check_kafka(struct check *ck, bool db_ok)
                 free(props);
                 return;
         }
-        if (producer_check_brokers(p, PREFLIGHT_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
+        r = producer_check_brokers(p, PREFLIGHT_PROBE_TIMEOUT_MS, err, sizeof(err));
+        if (r < 0) {
+                /* -EACCES: a TLS or authentication failure, its own fix in @err */
                 add(ck, CHECK_FAIL, "kafka brokers", "cannot reach any Kafka broker of \"%s\" within "
-                    "%d s: %s; fix: check --brokers, the -X security settings and that the brokers "
-                    "are up", conf->brokers, PREFLIGHT_PROBE_TIMEOUT_MS / 1000, err);
+                    "%d s: %s%s", conf->brokers, PREFLIGHT_PROBE_TIMEOUT_MS / 1000, err,
+                    r == -EACCES ? "" : "; fix: check --brokers, the -X security settings and that the "
+                    "brokers are up");
                 skip(ck, "topics", "no Kafka broker reachable");
                 producer_free(p);
                 free(props);

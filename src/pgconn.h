@@ -30,6 +30,39 @@ enum pgconn_kind {
         PGCONN_REPLICATION,  /* replication=database: walsender commands and SQL (PostgreSQL 10+) */
 };
 
+/* The keywords of one connection, for PQconnectdbParams() with expand_dbname = 1. */
+struct pgconn_params {
+        const char *keys[12], *vals[12];  /* NULL-terminated; borrowed from the caller and below */
+        char ct[16];                      /* connect_timeout's value */
+        char *opts;                       /* options' value (owned) */
+};
+
+/*
+ * pgconn_params_build() - the keywords pgconn_open() and pgconn_start() pass
+ * to libpq (see pgconn_open() for what they add) into @p, which borrows
+ * @conninfo until pgconn_params_free(). Nothing the user gives is dropped:
+ * every keyword of @conninfo (including every ssl* one, passfile, service),
+ * and every PG* variable of a keyword it does not name, reaches libpq as
+ * given; "options" (from @conninfo, else PGOPTIONS) is kept ahead of the
+ * pinned settings, so only those it repeats are overridden; "replication"
+ * is replaced for PGCONN_REPLICATION. Returns 0 or -ENOMEM.
+ */
+int pgconn_params_build(struct pgconn_params *p, const char *conninfo, enum pgconn_kind kind,
+                        int connect_timeout_ms, int statement_timeout_ms);
+
+/* pgconn_params_free() - what pgconn_params_build() allocated; @p may be built again. */
+void pgconn_params_free(struct pgconn_params *p);
+
+/*
+ * pgconn_fix() - what to change for a failed connection whose libpq message
+ * is @message (a TLS failure: wrong CA, host name not in the certificate, no
+ * client certificate; authentication: no or a wrong password; pg_hba.conf
+ * refusing an unencrypted connection), as a static string; NULL when none
+ * is known. pgconn_open() and pgconn_start() append it to their message as
+ * "; fix: ...".
+ */
+const char *pgconn_fix(const char *message);
+
 /*
  * pgconn_open() - connect to @conninfo (a connection string or URI; NULL:
  * libpq's PG* environment) as @kind, blocking until connected or failed.
@@ -40,8 +73,11 @@ enum pgconn_kind {
  * "-c statement_timeout=@statement_timeout_ms" when that is > 0 (ms; 0
  * leaves the server's), and replication=database for PGCONN_REPLICATION.
  * @connect_timeout_ms > 0 (ms, rounded up to seconds) replaces the 30 s
- * default. Returns 0 and *ret_conn (owned by the caller: PQfinish()), or
- * -ECONNREFUSED with libpq's message (no trailing newline) in @err,
+ * default (PGCONNECT_TIMEOUT, like the conninfo, replaces both). The user's
+ * "options" are kept ahead of the pinned ones (pgconn_params_build()).
+ * Returns 0 and *ret_conn (owned by the caller: PQfinish()), or
+ * -ECONNREFUSED with libpq's message (no trailing newline) and the fix when
+ * pgconn_fix() knows one in @err,
  * -EPROTONOSUPPORT when a connection pooler in between refuses a startup
  * parameter (PgBouncer: "unsupported startup parameter"), -ENOMEM.
  */

@@ -39,6 +39,12 @@ struct producer {
                 int code;
         } refused[8];
         size_t nrefused;
+        /*
+         * Why broker connections fail: the first TLS or authentication error
+         * (the cause; a disconnect follows it), else the latest other one.
+         */
+        struct producer_error conn_error;
+        bool quiet;              /* producer_check_brokers() serving errors: no events */
 };
 
 /*
@@ -110,6 +116,17 @@ const char *producer_fix(int code)
         case RD_KAFKA_RESP_ERR__STATE:
                 return "Check the -X settings: librdkafka's producer is in a state no retry leaves "
                        "(a transactional.id without transactions, for one)";
+        case RD_KAFKA_RESP_ERR__SSL:
+                return "Check -X ssl.ca.location: it must name the certificate of the CA that signed the "
+                       "brokers' certificates (unset: the system's CAs), and --brokers must name the "
+                       "brokers as their certificates do (ssl.endpoint.identification.algorithm=https); "
+                       "with a client certificate (ssl.certificate.location, ssl.key.location) the "
+                       "brokers must trust its CA. Do not turn the checks off";
+        case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+        case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+                return "Check -X sasl.mechanism (the brokers': SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN), "
+                       "sasl.username and the password (OUTBOX_RELAY_KAFKA_SASL_PASSWORD_FILE) against "
+                       "the brokers' users";
         default:
                 return NULL;
         }
@@ -255,10 +272,16 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                 p->brokers_up = 0;
                 if (!p->down) {
                         p->down = true;
-                        p->on_event(p->ctx, PRODUCER_EVENT_BROKERS_DOWN, &e);
+                        if (!p->quiet)
+                                p->on_event(p->ctx, PRODUCER_EVENT_BROKERS_DOWN, &e);
                 }
                 return;
         }
+        if ((p->conn_error.code != RD_KAFKA_RESP_ERR__SSL &&
+             p->conn_error.code != RD_KAFKA_RESP_ERR__AUTHENTICATION) || p->conn_error.code == err)
+                p->conn_error = e;
+        if (p->quiet)
+                return;
         /* A broker connection dropping or failing to resolve is the way to all.brokers.down. */
         if (err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__RESOLVE)
                 return;
@@ -510,13 +533,87 @@ int producer_brokers_up(const struct producer *p)
         return p->brokers_up;
 }
 
+/*
+ * librdkafka before 2.6.1 repeats the client nonce in its SCRAM
+ * client-final-message; Kafka 4.0 and later check the nonce as RFC 5802 says
+ * and refuse the login as "invalid credentials" (librdkafka issue 4895, fixed
+ * in 2.6.1). Debian 12 ships librdkafka 2.0.2.
+ */
+#define SCRAM_FIXED_VERSION 0x020601ff
+
+/* The value of librdkafka property @name of @p, "" when unset. */
+static const char *conf_value(struct producer *p, const char *name, char *buf, size_t size)
+{
+        size_t n = size;
+
+        if (rd_kafka_conf_get(rd_kafka_conf(p->rk), name, buf, &n) != RD_KAFKA_CONF_OK)
+                buf[0] = '\0';
+        return buf;
+}
+
+/* TLS to the brokers without a client certificate of the relay's. */
+static bool tls_without_client_cert(struct producer *p)
+{
+        static const char *const certs[] = {"ssl.certificate.location", "ssl.certificate.pem",
+                                            "ssl.keystore.location"};
+        char v[512];
+
+        if (!strcasestr(conf_value(p, "security.protocol", v, sizeof(v)), "ssl"))
+                return false;
+        for (size_t i = 0; i < sizeof(certs) / sizeof(certs[0]); i++)
+                if (conf_value(p, certs[i], v, sizeof(v))[0])
+                        return false;
+        return true;
+}
+
+static bool old_scram(struct producer *p)
+{
+        char mech[64];
+
+        return rd_kafka_version() < SCRAM_FIXED_VERSION &&
+               strncmp(conf_value(p, "sasl.mechanisms", mech, sizeof(mech)), "SCRAM", 5) == 0;
+}
+
 int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen)
 {
         const struct rd_kafka_metadata *md = NULL;
         rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
+        const struct producer_error *ce = &p->conn_error;
+        int n;
 
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                snprintf(err, errlen, "%s", rd_kafka_err2str(e));
+                /* The connections' errors wait on the main queue: serve them, without events. */
+                p->quiet = true;
+                rd_kafka_poll(p->rk, 0);
+                p->quiet = false;
+                n = snprintf(err, errlen, "%s", rd_kafka_err2str(e));
+                if (ce->code && n >= 0 && (size_t)n < errlen)
+                        n += snprintf(err + n, errlen - (size_t)n, " (the last broker error: %s: %s)",
+                                      ce->name, ce->text);
+                if ((ce->code == RD_KAFKA_RESP_ERR__SSL || ce->code == RD_KAFKA_RESP_ERR__AUTHENTICATION) &&
+                    n >= 0 && (size_t)n < errlen) {
+                        n += snprintf(err + n, errlen - (size_t)n, "; fix: %s", producer_fix(ce->code));
+                        if (ce->code == RD_KAFKA_RESP_ERR__AUTHENTICATION && old_scram(p) && n >= 0 &&
+                            (size_t)n < errlen)
+                                snprintf(err + n, errlen - (size_t)n, ". If the password is right and the "
+                                         "brokers run Kafka 4.0 or later: librdkafka %s, which the relay "
+                                         "runs with, cannot log in to them with SCRAM (fixed in librdkafka "
+                                         "2.6.1, its issue 4895); run the relay with librdkafka 2.6.1 or "
+                                         "later, or log in with a client certificate "
+                                         "(security.protocol=SSL) or PLAIN over SASL_SSL",
+                                         rd_kafka_version_str());
+                        return -EACCES;
+                }
+                if (ce->code == RD_KAFKA_RESP_ERR__TRANSPORT && tls_without_client_cert(p) && n >= 0 &&
+                    (size_t)n < errlen) {
+                        /* After the handshake: the broker's refusal arrives as a failed receive. */
+                        snprintf(err + n, errlen - (size_t)n, "; fix: if the brokers' listener wants a "
+                                 "client certificate (mutual TLS: OpenSSL then reports \"bad certificate\" "
+                                 "or \"certificate required\"), give -X ssl.certificate.location and "
+                                 "ssl.key.location, a certificate signed by a CA the brokers trust; else "
+                                 "check --brokers and that the brokers are up");
+                        return -EACCES;
+                }
                 return -EHOSTUNREACH;
         }
         rd_kafka_metadata_destroy(md);

@@ -188,8 +188,13 @@ int producer_brokers_up(const struct producer *p);
 
 /*
  * producer_check_brokers() - ask the cluster for metadata, waiting up to
- * @timeout_ms. Returns 0 when a broker answered, or -EHOSTUNREACH with
- * librdkafka's reason in @err.
+ * @timeout_ms. Returns 0 when a broker answered; -EACCES when the broker
+ * connections failed their TLS handshake or authentication (or, over TLS
+ * without a client certificate, were closed as a listener that wants one
+ * closes them), with librdkafka's reason, the broker's error and the fix
+ * ("; fix: ...") in @err; else -EHOSTUNREACH with librdkafka's reason and
+ * the connections' last error, if any, in @err. The errors it serves from librdkafka's
+ * queue on failure reach no producer_event_fn.
  */
 int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t errlen);
 

@@ -662,7 +662,7 @@ static int start(struct relay *r)
         const struct relay_config *conf = r->conf;
         const char *const *tcols;
         size_t ntcols;
-        char err[ERRLEN];
+        char err[ERRLEN], kerr[1536];
         int ret;
 
         snprintf(r->who, sizeof(r->who), "user %s (uid %d)", operator_name(), (int)geteuid());
@@ -723,10 +723,12 @@ static int start(struct relay *r)
                         return r->failure;
                 }
         }
-        if (producer_check_brokers(r->prod, BROKER_CHECK_MS, err, sizeof(err)) < 0) {
+        ret = producer_check_brokers(r->prod, BROKER_CHECK_MS, kerr, sizeof(kerr));
+        if (ret < 0) {
+                /* -EACCES: a TLS or authentication failure, its own fix in @kerr */
                 relay_fail(r, RELAY_EXIT_RETRY, "cannot reach any Kafka broker of \"%s\" within %d s: "
-                           "%s; check --brokers and that the brokers are up", conf->brokers,
-                           BROKER_CHECK_MS / 1000, err);
+                           "%s%s", conf->brokers, BROKER_CHECK_MS / 1000, kerr,
+                           ret == -EACCES ? "" : "; check --brokers and that the brokers are up");
                 return r->failure;
         }
         return 0;

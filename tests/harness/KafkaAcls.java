@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Grant ACLs on a SASL/PLAIN broker of the test harness: allow one principal
- * some operations on some topics, or transactional ids written
- * "transactional-id:NAME" (literal names, any host; Kafka topic names hold no
- * colon), logged in as a super user. Run by SaslKafkaBroker.grant() (tests/harness/kafka.py) with
- * java's source-file mode and the broker's own jars on the class path:
+ * Grant ACLs on a broker of the test harness that has an authorizer: allow
+ * one principal some operations on some resources, logged in as a super
+ * user with the client settings of a properties file (bootstrap.servers,
+ * security.protocol, sasl.*, ssl.*). Resources: a topic's literal name,
+ * "transactional-id:NAME", "transactional-id-prefix:PREFIX" (a PREFIXED
+ * pattern), "group:NAME", or "cluster" (Kafka topic names hold no colon and
+ * "cluster" is not one the tests use); any host. Run by
+ * SaslKafkaBroker.grant() (tests/harness/kafka.py) with java's source-file
+ * mode and the broker's own jars on the class path:
  *
- *   java -cp '<kafka libs>/*' KafkaAcls.java BOOTSTRAP ADMIN_USER ADMIN_PASSWORD \
- *        PRINCIPAL OPERATION[,OPERATION...] RESOURCE...
+ *   java -cp '<kafka libs>/*' KafkaAcls.java CLIENT_PROPERTIES PRINCIPAL \
+ *        OPERATION[,OPERATION...] RESOURCE...
  *
- * e.g. ... 127.0.0.1:9092 admin secret User:relay WRITE,DESCRIBE orders.created
+ * e.g. ... admin.properties User:relay WRITE,DESCRIBE orders.created
  * Exits 0 once the controller accepted every binding; else prints why and
  * exits 1. Knows nothing of PostgreSQL or the relay.
  */
+import java.io.FileInputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -28,36 +33,41 @@ import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourceType;
 
 public class KafkaAcls {
-        private static final String TXN = "transactional-id:";
+        private static ResourcePattern resource(String arg) {
+                String[][] kinds = {{"transactional-id-prefix:", "TRANSACTIONAL_ID", "PREFIXED"},
+                                    {"transactional-id:", "TRANSACTIONAL_ID", "LITERAL"},
+                                    {"group:", "GROUP", "LITERAL"}};
+
+                if (arg.equals("cluster"))
+                        return new ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL);
+                for (String[] k : kinds)
+                        if (arg.startsWith(k[0]))
+                                return new ResourcePattern(ResourceType.valueOf(k[1]),
+                                                           arg.substring(k[0].length()),
+                                                           PatternType.valueOf(k[2]));
+                return new ResourcePattern(ResourceType.TOPIC, arg, PatternType.LITERAL);
+        }
 
         public static void main(String[] args) throws Exception {
-                if (args.length < 6) {
-                        System.err.println("usage: KafkaAcls BOOTSTRAP ADMIN_USER ADMIN_PASSWORD "
-                                           + "PRINCIPAL OPERATION[,OPERATION...] RESOURCE...");
+                if (args.length < 4) {
+                        System.err.println("usage: KafkaAcls CLIENT_PROPERTIES PRINCIPAL "
+                                           + "OPERATION[,OPERATION...] RESOURCE...");
                         System.exit(2);
                 }
                 Properties p = new Properties();
-                p.put("bootstrap.servers", args[0]);
-                p.put("security.protocol", "SASL_PLAINTEXT");
-                p.put("sasl.mechanism", "PLAIN");
-                p.put("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule "
-                      + "required username=\"" + args[1] + "\" password=\"" + args[2] + "\";");
+                try (FileInputStream in = new FileInputStream(args[0])) {
+                        p.load(in);
+                }
                 List<AclBinding> acls = new ArrayList<>();
-                for (String op : args[4].split(",")) {
+                for (String op : args[2].split(",")) {
                         AclOperation operation = AclOperation.fromString(op);
                         if (operation == AclOperation.UNKNOWN) {
                                 System.err.println("unknown ACL operation " + op);
                                 System.exit(2);
                         }
-                        for (int i = 5; i < args.length; i++)
-                                acls.add(new AclBinding(
-                                        args[i].startsWith(TXN)
-                                        ? new ResourcePattern(ResourceType.TRANSACTIONAL_ID,
-                                                              args[i].substring(TXN.length()),
-                                                              PatternType.LITERAL)
-                                        : new ResourcePattern(ResourceType.TOPIC, args[i],
-                                                              PatternType.LITERAL),
-                                        new AccessControlEntry(args[3], "*", operation,
+                        for (int i = 3; i < args.length; i++)
+                                acls.add(new AclBinding(resource(args[i]),
+                                        new AccessControlEntry(args[1], "*", operation,
                                                                AclPermissionType.ALLOW)));
                 }
                 try (Admin admin = Admin.create(p)) {

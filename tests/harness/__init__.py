@@ -18,9 +18,10 @@ exit, on SIGTERM/SIGHUP, and (via PR_SET_PDEATHSIG) when this process dies.
 Modules: procs (child processes, free ports, wait_until: the one bounded
 wait), pg, kafka, relay (the binary under test, its settings files and log
 lines), consumer (TopicReader), outbox (writing rows, reading records back,
-waiting for the slot to confirm). Imported on their own, for the tests that
-need them: http (/metrics, /healthz, /readyz), faults (the load, collectors
-and verdict of the fault scenarios), promtool, pgbouncer, pgmajor, pgminor.
+waiting for the slot to confirm), tls (throwaway certificates:
+CertificateAuthority). Imported on their own, for the tests that need them:
+http (/metrics, /healthz, /readyz), faults (the load, collectors and verdict
+of the fault scenarios), promtool, pgbouncer, pgmajor, pgminor.
 """
 
 import os
@@ -29,9 +30,10 @@ import tempfile
 
 from . import procs
 from .consumer import Record, TopicReader, consume
-from .kafka import KafkaBroker, SaslKafkaBroker, ensure_jars
-from .pg import (PostgresServer, format_lsn, parse_lsn, plugin_settings, restricts_output_plugins,
-                 server_version)
+from .kafka import SCRAM_KAFKA_VERSION, KafkaBroker, SaslKafkaBroker, TlsKafkaBroker, ensure_jars
+from .pg import (PostgresServer, TlsPostgresServer, format_lsn, parse_lsn, plugin_settings,
+                 restricts_output_plugins, server_version)
+from .tls import CertificateAuthority
 from .outbox import (CE_HEADERS, RFC3339_US, Commit, arrive_and_confirm, by_id,
                      delivered_and_confirmed, has_ids, insert_rows, read_while_alive, simple_rows,
                      wait_confirmed)
@@ -77,11 +79,12 @@ class Environment:
             raise
         return self
 
-    def relay(self, args, start=True, name=None):
-        """A RelayProcess logging to <temp dir>/relay-N.log (started unless start=False)."""
+    def relay(self, args, start=True, name=None, env=None):
+        """A RelayProcess logging to <temp dir>/relay-N.log (started unless
+        start=False), with env as its environment (default: this process's)."""
         self._n += 1
         log = os.path.join(self.base_dir, "%s.log" % (name or "relay-%d" % self._n))
-        r = RelayProcess(args, log)
+        r = RelayProcess(args, log, env=env)
         self._relays.append(r)
         return r.start() if start else r
 
@@ -104,7 +107,8 @@ class Environment:
 
 
 __all__ = [
-    "Environment", "PostgresServer", "KafkaBroker", "SaslKafkaBroker", "RelayProcess",
+    "Environment", "PostgresServer", "TlsPostgresServer", "KafkaBroker", "SaslKafkaBroker",
+    "TlsKafkaBroker", "SCRAM_KAFKA_VERSION", "CertificateAuthority", "RelayProcess",
     "RelayStopTimeout",
     "Record", "TopicReader", "consume", "ensure_jars", "parse_lsn", "format_lsn",
     "free_port", "wait_until", "WaitTimeout", "relay_bin", "run_relay", "make_tempdir",

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Command line entry points of the harness (run with PYTHONPATH=tests):
 
-  /usr/bin/python3 -m harness fetch-kafka   download the Kafka jars into the cache
+  /usr/bin/python3 -m harness fetch-kafka   download the Kafka jars into the cache (the
+                                            suite's broker's, and the TLS tests' broker's)
   /usr/bin/python3 -m harness fetch-promtool unpack promtool from Debian's prometheus package into the cache
   /usr/bin/python3 -m harness fetch-postgres --other-side
                                             unpack the newest PostgreSQL 15 minor on the
@@ -22,8 +23,9 @@ import signal
 import sys
 import time
 
-from . import (EXIT_OK, SCHEMA_SQL, Environment, TopicReader, ensure_jars, format_lsn,
-               relay_bin)
+from .kafka import KAFKA_VERSION
+from . import (EXIT_OK, SCHEMA_SQL, SCRAM_KAFKA_VERSION, Environment, TopicReader, ensure_jars,
+               format_lsn, relay_bin)
 
 ORDER_103_SQL = """\
 INSERT INTO outbox (work_id, kind, payload)
@@ -38,6 +40,8 @@ def say(msg=""):
 
 def cmd_fetch_kafka(args):
     say(ensure_jars(quiet=not args.verbose))
+    # the TLS tests' broker (TlsKafkaBroker): SCRAM that Debian 12's librdkafka can log in to
+    say(ensure_jars(SCRAM_KAFKA_VERSION, quiet=not args.verbose))
     return 0
 
 
@@ -171,7 +175,8 @@ def cmd_up(args):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m harness")
     sub = p.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache")
+    f = sub.add_parser("fetch-kafka", help="download the Kafka jars (%s and %s) into the cache"
+                       % (KAFKA_VERSION, SCRAM_KAFKA_VERSION))
     f.add_argument("-v", "--verbose", action="store_true")
     f.set_defaults(func=cmd_fetch_kafka)
     sub.add_parser("fetch-promtool",

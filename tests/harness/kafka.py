@@ -13,6 +13,8 @@ there.
 SaslKafkaBroker is a second kind, for tests of authorization: SASL/PLAIN on
 the client listener, KRaft's StandardAuthorizer denying what no ACL allows,
 and helpers to create topics and grant ACLs as its super user.
+TlsKafkaBroker, a third, is reached over TLS only: a SASL_SSL listener with
+SCRAM-SHA-512 users and an SSL listener that wants a client certificate.
 
 This module knows nothing about PostgreSQL or the relay.
 """
@@ -27,6 +29,11 @@ import time
 from . import procs
 
 KAFKA_VERSION = "4.1.1"     # keep in step with tests/kafka/pom.xml
+# The newest Kafka that Debian 12's librdkafka (2.0.2) can log in to with
+# SCRAM: librdkafka before 2.6.1 repeats the client nonce in its
+# client-final-message, which Kafka 4.0 and later refuse as "invalid
+# credentials" (librdkafka issue 4895). TlsKafkaBroker runs it by default.
+SCRAM_KAFKA_VERSION = "3.9.1"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 POM = os.path.join(os.path.dirname(_HERE), "kafka", "pom.xml")
 
@@ -378,21 +385,33 @@ class SaslKafkaBroker(KafkaBroker):
         })
         return props
 
-    def grant(self, user, topics, operations=("WRITE", "DESCRIBE"), timeout=60):
+    def admin_java_properties(self):
+        """The Java client's settings to log in as the super user (KafkaAcls.java)."""
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.jaas.config": "%s required username=%s password=%s;" % (
+                    _PLAIN_MODULE, _jaas_quote(self.ADMIN), _jaas_quote(self.users[self.ADMIN]))}
+
+    def grant(self, user, resources, operations=("WRITE", "DESCRIBE"), timeout=60):
         """Allow User:user the operations (Kafka AclOperation names) on each of
-        topics (literal names; "transactional-id:NAME" for a transactional
-        id), as the super user. Returns once user sees the topics in metadata
-        (when DESCRIBE is among the operations).
+        resources (literal topic names; "transactional-id:NAME",
+        "transactional-id-prefix:PREFIX", "group:NAME", "cluster"), as the
+        super user. Returns once user sees
+        the topics in metadata (when DESCRIBE is among the operations).
 
         confluent-kafka-python 1.7 (Debian 12) has no create_acls and the
         broker's jars hold no kafka-acls tool, so KafkaAcls.java does it with
         the Java Admin client of those jars (java's source-file mode)."""
         if self._libs is None:
             self._libs = ensure_jars(self.version)
-        procs.run(self._java(ACL_TOOL, self.bootstrap, self.ADMIN, self.users[self.ADMIN],
-                             "User:" + user, ",".join(operations), *topics, heap="256m"),
+        props = os.path.join(self.dir, "admin-client.properties")
+        with open(props, "w") as f:
+            f.write("".join("%s=%s\n" % kv for kv in self.admin_java_properties().items()))
+        os.chmod(props, 0o600)
+        procs.run(self._java(ACL_TOOL, props, "User:" + user, ",".join(operations), *resources,
+                             heap="256m"),
                   timeout=timeout + 60)
-        topics = [t for t in topics if not t.startswith("transactional-id:")]
+        topics = [t for t in resources if ":" not in t and t != "cluster"]
         if "DESCRIBE" in operations and topics:
             procs.wait_until(lambda: self._sees(user, topics), timeout, interval=0.2,
                              what="user %s to see topics %s" % (user, list(topics)))
@@ -407,3 +426,117 @@ class SaslKafkaBroker(KafkaBroker):
         except KafkaException:
             return False
         return all(t in md and md[t].error is None for t in topics)
+
+
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+class TlsKafkaBroker(SaslKafkaBroker):
+    """A KRaft broker+controller reached over TLS only, as managed clusters
+    are (MSK, Confluent Cloud, Aiven), with KRaft's StandardAuthorizer as in
+    SaslKafkaBroker:
+
+    - a SASL_SSL listener (port, the bootstrap) with SCRAM-SHA-512 users,
+      created from users ({name: password}, ADMIN among them) by the broker's
+      own `kafka-storage format --add-scram` before its first start;
+    - an SSL listener (ssl_port, ssl_bootstrap) that requires a client
+      certificate signed by ca: mutual TLS, the principal User:CN of the
+      certificate (ssl.principal.mapping.rules);
+    - server_cert (a tls.Certificate for 127.0.0.1) in a PKCS#12 keystore,
+      ca's certificate in a PKCS#12 truststore made with keytool, both made
+      at configure time from the files tls.py wrote.
+
+    Brokers talk to each other as ADMIN over SASL_SSL; the controller
+    listener stays PLAINTEXT on loopback (User:ANONYMOUS, a super user, as in
+    SaslKafkaBroker), which an SSL client with a certificate never is.
+    """
+
+    LISTENER = "SASL_SSL"
+    MECHANISM = "SCRAM-SHA-512"
+    STORE_PASSWORD = "harness-store"
+
+    def __init__(self, base_dir, users, ca, server_cert, name="kafka-tls", ssl_port=None,
+                 version=SCRAM_KAFKA_VERSION, client_certs=None, **kw):
+        super().__init__(base_dir, users, name=name, version=version, **kw)
+        # {principal name: tls.Certificate} of the SSL listener's clients
+        self.client_certs = dict(client_certs or {})
+        for u, pw in self.users.items():
+            if any(c in u + pw for c in ",[]=\"\\ "):
+                raise ValueError("SCRAM user names and passwords here hold no , [ ] = quote "
+                                 "backslash or blank")
+        self.ca = ca
+        self.server_cert = server_cert
+        self.ssl_port = ssl_port or procs.free_port()
+        self._stores = None
+
+    @property
+    def ssl_bootstrap(self):
+        """bootstrap.servers of the SSL (mutual TLS) listener."""
+        return "127.0.0.1:%d" % self.ssl_port
+
+    def client_config(self, user=None):
+        """librdkafka settings to log in as user (default: the super user): on
+        SASL_SSL, or on SSL for a principal of client_certs."""
+        user = user or self.ADMIN
+        if user in self.client_certs:
+            return self.ssl_client_config(self.client_certs[user])
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_SSL",
+                "sasl.mechanisms": self.MECHANISM, "sasl.username": user,
+                "sasl.password": self.users[user], "ssl.ca.location": self.ca.cert}
+
+    def ssl_client_config(self, client_cert):
+        """librdkafka settings for the SSL listener with client_cert (a tls.Certificate)."""
+        return {"bootstrap.servers": self.ssl_bootstrap, "security.protocol": "SSL",
+                "ssl.ca.location": self.ca.cert, "ssl.certificate.location": client_cert.cert,
+                "ssl.key.location": client_cert.key}
+
+    def admin_java_properties(self):
+        keystore, truststore = self._keystores()
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_SSL",
+                "sasl.mechanism": self.MECHANISM,
+                "sasl.jaas.config": "%s required username=%s password=%s;" % (
+                    _SCRAM_MODULE, _jaas_quote(self.ADMIN), _jaas_quote(self.users[self.ADMIN])),
+                "ssl.truststore.type": "PKCS12", "ssl.truststore.location": truststore,
+                "ssl.truststore.password": self.STORE_PASSWORD}
+
+    def _keystores(self):
+        if self._stores is None:
+            self._stores = (self.server_cert.pkcs12(self.STORE_PASSWORD),
+                            self.ca.truststore(self.STORE_PASSWORD))
+        return self._stores
+
+    def _format_args(self):
+        out = []
+        for u, pw in sorted(self.users.items()):
+            out += ["--add-scram", "%s=[name=%s,password=%s]" % (self.MECHANISM, u, pw)]
+        return out
+
+    def _properties(self):
+        props = super()._properties()
+        keystore, truststore = self._keystores()
+        jaas = "%s required username=%s password=%s;" % (
+            _SCRAM_MODULE, _jaas_quote(self.ADMIN), _jaas_quote(self.users[self.ADMIN]))
+        for k in [k for k in props if k.endswith(".plain.sasl.jaas.config")]:
+            del props[k]
+        props.update({
+            "listeners": "SASL_SSL://127.0.0.1:%d,SSL://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
+                         % (self.port, self.ssl_port, self.controller_port),
+            "advertised.listeners": "SASL_SSL://127.0.0.1:%d,SSL://127.0.0.1:%d"
+                                    % (self.port, self.ssl_port),
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "SASL_SSL",
+            "sasl.enabled.mechanisms": self.MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": self.MECHANISM,
+            "listener.name.sasl_ssl.%s.sasl.jaas.config" % self.MECHANISM.lower(): jaas,
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": keystore,
+            "ssl.keystore.password": self.STORE_PASSWORD,
+            "ssl.key.password": self.STORE_PASSWORD,
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.location": truststore,
+            "ssl.truststore.password": self.STORE_PASSWORD,
+            "listener.name.ssl.ssl.client.auth": "required",
+            # User:CN of the client certificate, not its whole distinguished name
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
+        })
+        return props

@@ -146,16 +146,20 @@ class PostgresServer:
             lines.append("%s = %s" % (key, value))
         with open(os.path.join(self.datadir, "postgresql.auto.conf"), "a") as f:
             f.write("\n".join(lines) + "\n")
-        # the relay connects with replication=database over TCP
         with open(os.path.join(self.datadir, "pg_hba.conf"), "w") as f:
-            f.write("local all all trust\n"
-                    "host all all 127.0.0.1/32 trust\n"
-                    "host replication all 127.0.0.1/32 trust\n")
+            f.write(self._hba())
         if self._run_as:
             pw = pwd.getpwnam(self._run_as)
             for p in (os.path.join(self.datadir, "postgresql.auto.conf"),
                       os.path.join(self.datadir, "pg_hba.conf")):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
+
+    def _hba(self):
+        """pg_hba.conf: everyone trusted, over the socket and over TCP (the
+        relay connects with replication=database over TCP)."""
+        return ("local all all trust\n"
+                "host all all 127.0.0.1/32 trust\n"
+                "host replication all 127.0.0.1/32 trust\n")
 
     def start(self, timeout=60):
         """Start the postmaster (initdb first if needed); returns once it accepts queries."""
@@ -332,10 +336,13 @@ class PostgresServer:
                                              (start, seconds)),
                          seconds + 30, what="the server's clock to move %g s" % seconds, tick=tick)
 
-    def psql(self, sql=None, dbname="postgres", file=None):
-        """Run the psql binary (-X, ON_ERROR_STOP) with sql or a file; returns stdout."""
+    def psql(self, sql=None, dbname="postgres", file=None, variables=None):
+        """Run the psql binary (-X, ON_ERROR_STOP) with sql or a file, and psql
+        variables ({name: value}, -v name=value); returns stdout."""
         argv = [self._bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
                 "-d", self.conninfo(dbname)]
+        for name, value in (variables or {}).items():
+            argv += ["-v", "%s=%s" % (name, value)]
         if file is not None:
             argv += ["-f", file]
         if sql is not None:
@@ -396,3 +403,58 @@ class PostgresServer:
 
     def system_identifier(self):
         return str(self.scalar("SELECT system_identifier FROM pg_control_system()"))
+
+
+class TlsPostgresServer(PostgresServer):
+    """A PostgreSQL server that takes TCP connections over TLS only, as
+    managed and hardened servers do: ssl=on with server_cert (a
+    tls.Certificate for the names clients connect to) and its CA as
+    ssl_ca_file (for client certificates), scram-sha-256 passwords, and only
+    hostssl lines for TCP in pg_hba.conf: `cert` authentication for the
+    users in cert_users (the certificate's CN is the user name), scram-sha-256
+    for everyone else. The harness itself (create databases, read slots)
+    connects as the superuser over the Unix socket, trusted, so conninfo()
+    names the socket; tls_conninfo() is what a client over TCP uses.
+    """
+
+    def __init__(self, base_dir, server_cert, cert_users=(), name="pg-tls", **kw):
+        settings = dict(kw.pop("settings", None) or {})
+        settings.update({"ssl": "on", "ssl_cert_file": "'server.crt'",
+                         "ssl_key_file": "'server.key'", "ssl_ca_file": "'ca.crt'",
+                         "password_encryption": "'scram-sha-256'"})
+        super().__init__(base_dir, settings=settings, name=name, **kw)
+        self.server_cert = server_cert
+        self.cert_users = list(cert_users)
+
+    def _initdb(self):
+        super()._initdb()
+        pw = pwd.getpwnam(self._run_as) if self._run_as else None
+        for src, dst in ((self.server_cert.cert, "server.crt"),
+                         (self.server_cert.key, "server.key"), (self.server_cert.ca.cert, "ca.crt")):
+            path = os.path.join(self.datadir, dst)
+            shutil.copyfile(src, path)
+            # the server refuses a key others may read, or one it does not own
+            os.chmod(path, 0o600)
+            if pw:
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+
+    def _hba(self):
+        lines = ["local all all trust"]
+        lines += ["hostssl all %s 127.0.0.1/32 cert" % u for u in self.cert_users]
+        lines += ["hostssl all all 127.0.0.1/32 scram-sha-256"]
+        return "\n".join(lines) + "\n"
+
+    def conninfo(self, dbname="postgres", **extra):
+        """The harness's own connection: the superuser over the Unix socket."""
+        parts = {"host": self.dir, "port": self.port, "user": self.user, "dbname": dbname}
+        parts.update(extra)
+        return " ".join("%s=%s" % (k, v) for k, v in parts.items())
+
+    def tls_conninfo(self, dbname, user, host="localhost", sslmode="verify-full", **extra):
+        """A client's conninfo over TCP with TLS: host (a name in the server's
+        certificate, reached at 127.0.0.1 through hostaddr), sslmode, the CA
+        as sslrootcert, and extra keywords (sslcert, sslkey, passfile, ...)."""
+        parts = {"host": host, "hostaddr": "127.0.0.1", "port": self.port, "user": user,
+                 "dbname": dbname, "sslmode": sslmode, "sslrootcert": self.server_cert.ca.cert}
+        parts.update(extra)
+        return " ".join("%s=%s" % (k, v) for k, v in parts.items() if v is not None)
