@@ -60,6 +60,15 @@ def run_relay(args, timeout=60, env=None):
     return cp.returncode, cp.stdout.decode("utf-8", "replace")
 
 
+def sanitized(path=None):
+    """True if the relay binary at path (default: the one under test) was
+    built with ASan, UBSan or TSan: its memory is then the sanitizer's, and
+    limits on resident memory do not apply to it."""
+    with open(path or relay_bin(), "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__ubsan_handle" in data or b"__tsan_init" in data
+
+
 class RelayProcess:
     """One run of the relay. Output (stdout and stderr) goes to log_path."""
 

@@ -21,6 +21,7 @@ from harness import EXIT_OK, format_lsn, parse_lsn, wait_until
 from harness.faults import (KIND, PARTITIONS, CountingCollector, metrics_args, say, sized,
                             start_relay)
 from harness.http import scrape
+from harness.relay import sanitized
 
 WAL_BYTES = sized(50, 200) * 1024 * 1024
 BIG_ROWS = sized(200000, 1000000)
@@ -109,11 +110,6 @@ def test_wal_of_other_tables_does_not_pile_up(case):
     assert case.slot_info()["active_pid"] == walsender
     assert relay.stop() == EXIT_OK, relay.log
 
-
-def sanitized(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    return b"__asan_init" in data or b"__ubsan_handle" in data or b"__tsan_init" in data
 
 
 def test_one_transaction_of_many_rows(case):
