@@ -21,6 +21,28 @@
 struct producer {
         rd_kafka_t *rk;
         rd_kafka_queue_t *mainq;
+        /*
+         * An idempotent producer's lanes (producer_fit_topic()): more
+         * librdkafka producers with the first one's settings and a smaller
+         * batch.size, each carrying the topics whose max.message.bytes is
+         * below the first one's batch, and a route per such topic, sorted by
+         * name. None for a transactional producer, whose batches all shrink
+         * to all_bytes instead.
+         */
+        rd_kafka_conf_t *lane_conf; /* the settings of a new lane; NULL: transactional */
+        struct lane {
+                rd_kafka_t *rk;
+                rd_kafka_queue_t *q;
+                int64_t batch;      /* its batch.size, bytes */
+        } lanes[PRODUCER_LANES_MAX];
+        size_t nlanes;
+        struct route {
+                char *topic;
+                struct lane *lane;
+        } *routes;
+        size_t nroutes, routes_cap;
+        int64_t batch_bytes;     /* producer_batch_bytes() */
+        int64_t all_bytes;       /* transactional: every batch at most this, bytes; 0: batch_bytes */
         int pipefd[2];
         producer_dr_fn *dr;
         producer_event_fn *on_event;
@@ -151,6 +173,37 @@ size_t producer_msg_bytes(const struct producer_msg *m)
         for (size_t i = 0; i < m->nheaders; i++)
                 n += strlen(m->headers[i].name) + m->headers[i].len;
         return n;
+}
+
+/* Bytes of @v as a zigzag varint (Kafka protocol, "Record": lengths are signed varints). */
+static size_t varint_bytes(int64_t v)
+{
+        uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+        size_t n = 1;
+
+        while (z >= 0x80) {
+                z >>= 7;
+                n++;
+        }
+        return n;
+}
+
+size_t producer_record_batch_bytes(const struct producer_msg *m)
+{
+        /* attributes, then timestampDelta and offsetDelta, both 0 for a batch's first record */
+        size_t body = 1 + 1 + 1;
+
+        body += m->key ? varint_bytes((int64_t)m->key_len) + m->key_len : varint_bytes(-1);
+        body += m->value ? varint_bytes((int64_t)m->value_len) + m->value_len : varint_bytes(-1);
+        body += varint_bytes((int64_t)m->nheaders);
+        for (size_t i = 0; i < m->nheaders; i++) {
+                size_t name = strlen(m->headers[i].name);
+
+                body += varint_bytes((int64_t)name) + name;
+                body += m->headers[i].value ? varint_bytes((int64_t)m->headers[i].len) + m->headers[i].len :
+                        varint_bytes(-1);
+        }
+        return PRODUCER_BATCH_OVERHEAD + varint_bytes((int64_t)body) + body;
 }
 
 const char *producer_header_value(const struct producer_msg *m, const char *name, char *buf, size_t size)
@@ -384,13 +437,154 @@ static bool user_prop(const struct producer_options *opts, const char *name)
         return false;
 }
 
+/*
+ * librdkafka's configuration of the producer: our defaults, then the user's
+ * -X (checked by config), then what may not change. Returns 0 and
+ * *ret_conf (owned by the caller), or -EINVAL with the reason in @err.
+ */
+static int make_conf(const struct producer_options *opts, struct producer *p, rd_kafka_conf_t **ret_conf,
+                     char *err, size_t errlen)
+{
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        char num[32];
+
+        if (set(kc, "bootstrap.servers", opts->brokers, err, errlen) < 0 ||
+            set(kc, "partitioner", "murmur2_random", err, errlen) < 0 ||
+            set(kc, "linger.ms", "5", err, errlen) < 0 ||
+            set(kc, "client.id", "outbox-relay", err, errlen) < 0)
+                goto fail;
+        snprintf(num, sizeof(num), "%lld", (long long)opts->queue_messages);
+        if (opts->queue_messages > 0 && !user_prop(opts, "queue.buffering.max.messages") &&
+            set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
+                goto fail;
+        /* Broker states for /readyz, unless the user chose an interval. */
+        if (opts->statistics && !user_prop(opts, "statistics.interval.ms") &&
+            set(kc, "statistics.interval.ms", "5000", err, errlen) < 0)
+                goto fail;
+        for (size_t i = 0; i < opts->nprops; i++)
+                if (set(kc, opts->props[2 * i], opts->props[2 * i + 1], err, errlen) < 0)
+                        goto fail;
+        /* Ours, never the user's: config.c refuses -X transactional.id. */
+        if (opts->transactional_id && set(kc, "transactional.id", opts->transactional_id, err, errlen) < 0)
+                goto fail;
+        if (set(kc, "enable.idempotence", "true", err, errlen) < 0 ||
+            set(kc, "acks", "all", err, errlen) < 0 ||
+            set(kc, "delivery.report.only.error", "false", err, errlen) < 0)
+                goto fail;
+        rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+        rd_kafka_conf_set_error_cb(kc, error_cb);
+        rd_kafka_conf_set_stats_cb(kc, stats_cb);
+        rd_kafka_conf_set_log_cb(kc, log_cb);
+        rd_kafka_conf_set_opaque(kc, p);
+        *ret_conf = kc;
+        return 0;
+fail:
+        rd_kafka_conf_destroy(kc);
+        return -EINVAL;
+}
+
+/* The integer value of librdkafka setting @name in @kc, or @dflt. */
+static int64_t conf_int(const rd_kafka_conf_t *kc, const char *name, int64_t dflt)
+{
+        char v[32];
+        size_t size = sizeof(v);
+
+        if (rd_kafka_conf_get(kc, name, v, &size) != RD_KAFKA_CONF_OK)
+                return dflt;
+        return strtoll(v, NULL, 10);
+}
+
+static int cmp_route(const void *key, const void *elem)
+{
+        return strcmp(key, ((const struct route *)elem)->topic);
+}
+
+static struct route *find_route(const struct producer *p, const char *topic)
+{
+        return p->nroutes ? bsearch(topic, p->routes, p->nroutes, sizeof(*p->routes), cmp_route) : NULL;
+}
+
+/* A lane of batch.size @batch. Returns it, or NULL with the reason in @err. */
+static struct lane *new_lane(struct producer *p, int64_t batch, char *err, size_t errlen)
+{
+        rd_kafka_conf_t *fc = rd_kafka_conf_dup(p->lane_conf);
+        struct lane *l = &p->lanes[p->nlanes];
+        char num[32], kerr[512];
+
+        snprintf(num, sizeof(num), "%lld", (long long)batch);
+        if (set(fc, "batch.size", num, err, errlen) < 0) {
+                rd_kafka_conf_destroy(fc);
+                return NULL;
+        }
+        l->rk = rd_kafka_new(RD_KAFKA_PRODUCER, fc, kerr, sizeof(kerr));
+        if (!l->rk) {
+                snprintf(err, errlen, "cannot create a Kafka producer with batch.size=%s: %s", num, kerr);
+                rd_kafka_conf_destroy(fc);
+                return NULL;
+        }
+        l->batch = batch;
+        l->q = rd_kafka_queue_get_main(l->rk);
+        rd_kafka_queue_io_event_enable(l->q, p->pipefd[1], "1", 1);
+        p->nlanes++;
+        return l;
+}
+
+int producer_fit_topic(struct producer *p, const char *topic, int64_t max_bytes, char *err, size_t errlen)
+{
+        struct lane *best = NULL;
+        struct route *r;
+        size_t at = 0;
+
+        if (max_bytes <= 0 || max_bytes >= p->batch_bytes)
+                return 0;
+        if (!p->lane_conf) {
+                snprintf(err, errlen, "a transactional producer fits its topics when it is made");
+                return -EBUSY;
+        }
+        if ((r = find_route(p, topic)))
+                return r->lane->batch <= max_bytes ? 0 : -EBUSY;
+        /* The lane with the largest batch that fits; a new one rather than batches of less than half. */
+        for (size_t i = 0; i < p->nlanes; i++)
+                if (p->lanes[i].batch <= max_bytes && (!best || p->lanes[i].batch > best->batch))
+                        best = &p->lanes[i];
+        if ((!best || best->batch < max_bytes / 2) && p->nlanes < PRODUCER_LANES_MAX) {
+                best = new_lane(p, max_bytes, err, errlen);
+                if (!best)
+                        return -EINVAL;
+        }
+        if (!best) {
+                snprintf(err, errlen, "%d producers for topics with a lower max.message.bytes exist already",
+                         PRODUCER_LANES_MAX);
+                return -ENOSPC;
+        }
+        if (p->nroutes == p->routes_cap) {
+                size_t cap = p->routes_cap ? p->routes_cap * 2 : 8;
+                struct route *v = realloc(p->routes, cap * sizeof(*v));
+
+                if (!v)
+                        return -ENOMEM;
+                p->routes = v;
+                p->routes_cap = cap;
+        }
+        while (at < p->nroutes && strcmp(p->routes[at].topic, topic) < 0)
+                at++;
+        memmove(&p->routes[at + 1], &p->routes[at], (p->nroutes - at) * sizeof(*p->routes));
+        p->routes[at] = (struct route){strdup(topic), best};
+        if (!p->routes[at].topic) {
+                memmove(&p->routes[at], &p->routes[at + 1], (p->nroutes - at) * sizeof(*p->routes));
+                return -ENOMEM;
+        }
+        p->nroutes++;
+        return 0;
+}
+
 int producer_new(const struct producer_options *opts, producer_dr_fn *dr, producer_event_fn *on_event,
                  void *ctx, struct producer **ret_producer, char *err, size_t errlen)
 {
         struct producer *p = calloc(1, sizeof(*p));
-        rd_kafka_conf_t *kc;
+        rd_kafka_conf_t *kc = NULL;
         char kerr[512], num[32];
-        int r = -EINVAL;
+        int r;
 
         if (!p)
                 return -ENOMEM;
@@ -400,43 +594,37 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         p->on_event = on_event;
         p->ctx = ctx;
         p->brokers_up = -1;
-        kc = rd_kafka_conf_new();
-        /* Our defaults first, then the user's -X (checked by config), then what may not change. */
-        if (set(kc, "bootstrap.servers", opts->brokers, err, errlen) < 0 ||
-            set(kc, "partitioner", "murmur2_random", err, errlen) < 0 ||
-            set(kc, "linger.ms", "5", err, errlen) < 0 ||
-            set(kc, "client.id", "outbox-relay", err, errlen) < 0)
-                goto fail_conf;
-        snprintf(num, sizeof(num), "%lld", (long long)opts->queue_messages);
-        if (opts->queue_messages > 0 && !user_prop(opts, "queue.buffering.max.messages") &&
-            set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
-                goto fail_conf;
-        /* Broker states for /readyz, unless the user chose an interval. */
-        if (opts->statistics && !user_prop(opts, "statistics.interval.ms") &&
-            set(kc, "statistics.interval.ms", "5000", err, errlen) < 0)
-                goto fail_conf;
-        for (size_t i = 0; i < opts->nprops; i++)
-                if (set(kc, opts->props[2 * i], opts->props[2 * i + 1], err, errlen) < 0)
-                        goto fail_conf;
-        /* Ours, never the user's: config.c refuses -X transactional.id. */
-        if (opts->transactional_id && set(kc, "transactional.id", opts->transactional_id, err, errlen) < 0)
-                goto fail_conf;
-        if (set(kc, "enable.idempotence", "true", err, errlen) < 0 ||
-            set(kc, "acks", "all", err, errlen) < 0 ||
-            set(kc, "delivery.report.only.error", "false", err, errlen) < 0)
-                goto fail_conf;
-        rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
-        rd_kafka_conf_set_error_cb(kc, error_cb);
-        rd_kafka_conf_set_stats_cb(kc, stats_cb);
-        rd_kafka_conf_set_log_cb(kc, log_cb);
-        rd_kafka_conf_set_opaque(kc, p);
+        r = make_conf(opts, p, &kc, err, errlen);
+        if (r < 0)
+                goto fail;
+        r = -EINVAL;
+        /* librdkafka closes a MessageSet at the lesser of the two (rdkafka_msgset_writer.c). */
+        p->batch_bytes = conf_int(kc, "batch.size", 1000000);
+        if (conf_int(kc, "message.max.bytes", 1000000) < p->batch_bytes)
+                p->batch_bytes = conf_int(kc, "message.max.bytes", 1000000);
+        if (opts->transactional_id) {
+                /* One Kafka transaction is one producer's: every batch fits the least limit. */
+                for (size_t i = 0; i < opts->nlimits; i++)
+                        if (opts->limits[i].max_bytes > 0 && opts->limits[i].max_bytes < p->batch_bytes &&
+                            (!p->all_bytes || opts->limits[i].max_bytes < p->all_bytes))
+                                p->all_bytes = opts->limits[i].max_bytes;
+                snprintf(num, sizeof(num), "%lld", (long long)p->all_bytes);
+                if (p->all_bytes && set(kc, "batch.size", num, err, errlen) < 0)
+                        goto fail;
+        } else {
+                /* Lanes carry no statistics of their own: the first producer's serve /readyz. */
+                p->lane_conf = rd_kafka_conf_dup(kc);
+                if (!user_prop(opts, "statistics.interval.ms") &&
+                    set(p->lane_conf, "statistics.interval.ms", "0", err, errlen) < 0)
+                        goto fail;
+        }
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, kerr, sizeof(kerr));
         if (!p->rk) {
                 /* rd_kafka_new() checks the settings together (e.g. idempotence limits). */
                 snprintf(err, errlen, "cannot create the Kafka producer: %s", kerr);
-                r = -EINVAL;
-                goto fail_conf;
+                goto fail;
         }
+        kc = NULL;
         if (pipe2(p->pipefd, O_NONBLOCK | O_CLOEXEC) < 0) {
                 snprintf(err, errlen, "pipe: %s", strerror(errno));
                 r = -EIO;
@@ -444,28 +632,46 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         }
         p->mainq = rd_kafka_queue_get_main(p->rk);
         rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
+        for (size_t i = 0; i < opts->nlimits && p->lane_conf; i++) {
+                r = producer_fit_topic(p, opts->limits[i].topic, opts->limits[i].max_bytes, err, errlen);
+                if (r < 0)
+                        goto fail;
+        }
         *ret_producer = p;
         return 0;
-fail_conf:
-        rd_kafka_conf_destroy(kc);
 fail:
+        if (kc)
+                rd_kafka_conf_destroy(kc);
         producer_free(p);
         return r;
+}
+
+/* Purge what is undelivered and destroy @rk with its main queue @q (NULL-safe). */
+static void destroy_rk(rd_kafka_t *rk, rd_kafka_queue_t *q)
+{
+        if (q) {
+                rd_kafka_queue_io_event_enable(q, -1, NULL, 0);
+                rd_kafka_queue_destroy(q);
+        }
+        if (rk) {
+                /* Undelivered messages are dropped: the slot was never confirmed past them. */
+                rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+                rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+        }
 }
 
 struct producer *producer_free(struct producer *p)
 {
         if (!p)
                 return NULL;
-        if (p->mainq) {
-                rd_kafka_queue_io_event_enable(p->mainq, -1, NULL, 0);
-                rd_kafka_queue_destroy(p->mainq);
-        }
-        if (p->rk) {
-                /* Undelivered messages are dropped: the slot was never confirmed past them. */
-                rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-                rd_kafka_destroy_flags(p->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-        }
+        for (size_t i = 0; i < p->nlanes; i++)
+                destroy_rk(p->lanes[i].rk, p->lanes[i].q);
+        destroy_rk(p->rk, p->mainq);
+        if (p->lane_conf)
+                rd_kafka_conf_destroy(p->lane_conf);
+        for (size_t i = 0; i < p->nroutes; i++)
+                free(p->routes[i].topic);
+        free(p->routes);
         if (p->pipefd[0] >= 0)
                 close(p->pipefd[0]);
         if (p->pipefd[1] >= 0)
@@ -473,6 +679,28 @@ struct producer *producer_free(struct producer *p)
         pthread_mutex_destroy(&p->refused_lock);
         free(p);
         return NULL;
+}
+
+/* The librdkafka producer that carries @topic's records. */
+static rd_kafka_t *lane_of(const struct producer *p, const char *topic)
+{
+        const struct route *r = find_route(p, topic);
+
+        return r ? r->lane->rk : p->rk;
+}
+
+int64_t producer_batch_bytes(const struct producer *p)
+{
+        return p->batch_bytes;
+}
+
+int64_t producer_topic_batch_bytes(const struct producer *p, const char *topic)
+{
+        const struct route *r = find_route(p, topic);
+
+        if (p->all_bytes)
+                return p->all_bytes;
+        return r ? r->lane->batch : p->batch_bytes;
 }
 
 int producer_fd(const struct producer *p)
@@ -486,7 +714,11 @@ int producer_poll(struct producer *p)
 
         while (read(p->pipefd[0], buf, sizeof(buf)) > 0)
                 ;
-        return rd_kafka_poll(p->rk, 0);
+        int n = rd_kafka_poll(p->rk, 0);
+
+        for (size_t i = 0; i < p->nlanes; i++)
+                n += rd_kafka_poll(p->lanes[i].rk, 0);
+        return n;
 }
 
 _Static_assert(PRODUCER_ERR_STATE == RD_KAFKA_RESP_ERR__STATE, "PRODUCER_ERR_STATE is librdkafka's __STATE");
@@ -496,13 +728,14 @@ _Static_assert(PRODUCER_ERR_INVALID_TXN_STATE == RD_KAFKA_RESP_ERR_INVALID_TXN_S
 int producer_send(struct producer *p, const struct producer_msg *m, struct producer_error *ret_error)
 {
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(m->nheaders);
+        rd_kafka_t *rk = p->nroutes ? lane_of(p, m->topic) : p->rk;
         rd_kafka_resp_err_t e;
         char fatal[512];
 
         for (size_t i = 0; i < m->nheaders; i++)
                 rd_kafka_header_add(hdrs, m->headers[i].name, -1, m->headers[i].value,
                                     (ssize_t)m->headers[i].len);
-        e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(m->topic),
+        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(m->topic),
                               RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
                               RD_KAFKA_V_VALUE((void *)m->value, m->value ? m->value_len : 0),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
@@ -519,7 +752,7 @@ int producer_send(struct producer *p, const struct producer_msg *m, struct produ
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 return -ENOBUFS;
         set_error(ret_error, e, e == RD_KAFKA_RESP_ERR__FATAL ?
-                  rd_kafka_fatal_error(p->rk, fatal, sizeof(fatal)) : 0, NULL);
+                  rd_kafka_fatal_error(rk, fatal, sizeof(fatal)) : 0, NULL);
         return -EIO;
 }
 
@@ -653,7 +886,11 @@ static int describe_config(struct producer *p, rd_kafka_ResourceType_t type, con
                 size_t n = 0;
 
                 if (rd_kafka_ConfigResource_error(rs[0])) {
-                        snprintf(err, errlen, "%s", rd_kafka_ConfigResource_error_string(rs[0]));
+                        snprintf(err, errlen, "%s", rd_kafka_ConfigResource_error_string(rs[0]) ?
+                                 rd_kafka_ConfigResource_error_string(rs[0]) :
+                                 rd_kafka_err2str(rd_kafka_ConfigResource_error(rs[0])));
+                        if (rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                                r = -ESRCH;
                 } else {
                         r = -ENOENT;
                         entries = rd_kafka_ConfigResource_configs(rs[0], &n);
@@ -816,6 +1053,13 @@ int producer_begin_transaction(struct producer *p, struct producer_error *ret_er
 int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)
 {
         return txn_result(rd_kafka_commit_transaction(p->rk, timeout_ms), ret_error);
+}
+
+void producer_purge_queued(struct producer *p)
+{
+        rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_NON_BLOCKING);
+        for (size_t i = 0; i < p->nlanes; i++)
+                rd_kafka_purge(p->lanes[i].rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_NON_BLOCKING);
 }
 
 int producer_abort_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)

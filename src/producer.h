@@ -119,6 +119,12 @@ enum producer_event {
  */
 typedef void producer_event_fn(void *ctx, enum producer_event event, const struct producer_error *error);
 
+/* A topic's max.message.bytes: the largest record batch, in bytes, the broker accepts for it. */
+struct producer_topic_limit {
+        const char *topic;
+        int64_t max_bytes;
+};
+
 /* How to build a producer. All borrowed during producer_new(). */
 struct producer_options {
         const char *brokers;              /* bootstrap.servers */
@@ -127,6 +133,18 @@ struct producer_options {
         int64_t queue_messages;           /* queue.buffering.max.messages unless a property sets it */
         bool statistics;                  /* statistics.interval.ms=5000 unless a property sets it */
         const char *transactional_id;     /* NULL: idempotent only; else a transactional producer */
+        /*
+         * Topics whose max.message.bytes is known. The broker refuses a
+         * whole record batch larger than its topic's limit, and librdkafka
+         * fills batches up to producer_batch_bytes() whatever the topic: the
+         * records of a topic whose limit is below that go in batches that fit
+         * it. An idempotent producer sends them through a lane
+         * (producer_fit_topic()), so the other topics keep their batches; a
+         * transactional one cannot (a Kafka transaction is one producer's),
+         * and every batch of it shrinks to the least such limit.
+         */
+        const struct producer_topic_limit *limits;
+        size_t nlimits;
 };
 
 /*
@@ -138,6 +156,57 @@ struct producer_options {
  */
 int producer_new(const struct producer_options *opts, producer_dr_fn *dr, producer_event_fn *on_event,
                  void *ctx, struct producer **ret_producer, char *err, size_t errlen);
+
+/*
+ * producer_batch_bytes() - the largest record batch the producer's own
+ * settings make, in bytes: the lesser of batch.size and message.max.bytes
+ * (librdkafka closes a MessageSet at either, rdkafka_msgset_writer.c;
+ * CONFIGURATION.md). A topic whose max.message.bytes is below it has its
+ * batches refused unless producer_options.limits names it.
+ */
+int64_t producer_batch_bytes(const struct producer *p);
+
+/*
+ * producer_topic_batch_bytes() - the largest batch, in bytes, of several
+ * records of @topic that @p makes: producer_batch_bytes(), its lane's
+ * batch for a fitted topic, or for every topic of a transactional producer
+ * the least limit of producer_options.limits below it. A record larger than
+ * that goes alone in its batch.
+ */
+int64_t producer_topic_batch_bytes(const struct producer *p, const char *topic);
+
+/* Lanes of a producer, at most: librdkafka producers for topics with a lower max.message.bytes. */
+#define PRODUCER_LANES_MAX 8
+
+/*
+ * producer_fit_topic() - from now on, send @topic's records in batches of at
+ * most @max_bytes (its max.message.bytes) when that is below
+ * producer_batch_bytes(): through a lane, a librdkafka producer of the
+ * producer's own with the same settings and a smaller batch.size (an
+ * existing one whose batch fits and is at least half of @max_bytes, else a
+ * new one), so that the other topics keep their batches; per-partition
+ * order holds as long as the topic has no record in the producer yet, which
+ * the caller makes sure of. Reports of every lane come through
+ * producer_fd(). Returns 0 (nothing to do for a limit at or above the batch,
+ * or a topic fitted already); -EBUSY for a transactional producer (fitted
+ * only when made, producer_options.limits) or a topic on a lane whose batch
+ * is larger; -ENOSPC when PRODUCER_LANES_MAX lanes exist and none fits;
+ * -EINVAL when librdkafka refuses the lane (reason in @err); -ENOMEM.
+ */
+int producer_fit_topic(struct producer *p, const char *topic, int64_t max_bytes, char *err, size_t errlen);
+
+/* Kafka's RecordBatch v2 header, bytes: baseOffset to recordCount (protocol, "Record Batch"). */
+#define PRODUCER_BATCH_OVERHEAD 61
+
+/*
+ * producer_record_batch_bytes() - the bytes of a record batch holding only
+ * @m, uncompressed: PRODUCER_BATCH_OVERHEAD and the record, its lengths as
+ * zigzag varints (Kafka protocol, "Record Batch" and "Record"; librdkafka's
+ * rd_kafka_msgset_writer_write_msg_v2). What the broker compares with the
+ * topic's max.message.bytes when @m goes alone; compression can only make it
+ * smaller. Pure.
+ */
+size_t producer_record_batch_bytes(const struct producer_msg *m);
 
 /*
  * producer_free() - destroy the producer without waiting: messages not yet
@@ -201,8 +270,9 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
 /*
  * producer_topic_max_bytes() - the topic's max.message.bytes (the largest
  * record batch the broker accepts for it), asked with DescribeConfigs and
- * waiting up to @timeout_ms. Blocks; meant for the rare error path. Returns
- * 0 and sets *ret_bytes, or -EIO with the reason in @err.
+ * waiting up to @timeout_ms. Blocks: once per topic. Returns 0 and sets
+ * *ret_bytes; -ESRCH when the topic does not exist (yet); -EIO with the
+ * reason in @err otherwise (no answer, not authorized: DESCRIBE_CONFIGS).
  */
 int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_ms, int64_t *ret_bytes,
                              char *err, size_t errlen);
@@ -266,6 +336,17 @@ int producer_begin_transaction(struct producer *p, struct producer_error *ret_er
  * reports of the transaction's messages on the calling thread.
  */
 int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
+
+/*
+ * producer_purge_queued() - drop the messages librdkafka has not sent yet
+ * (rd_kafka_purge, RD_KAFKA_PURGE_F_QUEUE, not waiting): their delivery
+ * reports come with _PURGE_QUEUE at the next producer_poll(). For a Kafka
+ * transaction that a record's failure made abortable: librdkafka sends
+ * nothing more of it (rd_kafka_txn_may_send_msg), so its queued records
+ * would otherwise wait for message.timeout.ms. May be called from a
+ * delivery report.
+ */
+void producer_purge_queued(struct producer *p);
 
 /* producer_abort_transaction() - abort, purging what is not delivered; blocks up to @timeout_ms. */
 int producer_abort_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
