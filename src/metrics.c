@@ -274,8 +274,10 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                "the slot are not counted).", "%llu", (unsigned long long)s->c.reconnects);
         METRIC("counter", "standby_checks_total", "Looks at the slot while another process held it "
                "(warm standby).", "%llu", (unsigned long long)s->c.standby_checks);
-        METRIC("counter", "resent_total", "Records sent again alone after the broker refused the "
-               "batch they shared as too large.", "%llu", (unsigned long long)s->c.resent);
+        METRIC("counter", "refused_batches_total", "Record batches the broker refused as larger than "
+               "their topic's max.message.bytes while the record alone fits it (counted once per topic "
+               "and producer): the relay then sends that topic in batches that fit.", "%llu",
+               (unsigned long long)s->c.refused_batches);
         METRIC("counter", "producer_restarts_total", "Kafka producers discarded and recreated.", "%llu",
                (unsigned long long)s->c.producer_restarts);
         METRIC("counter", "status_updates_total", "Standby status updates sent.", "%llu",

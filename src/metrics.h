@@ -30,7 +30,7 @@ struct metrics_counters {
         uint64_t connects;             /* replication streams started */
         uint64_t reconnects;           /* new connections after a lost stream; not a standby's looks */
         uint64_t standby_checks;       /* looks at a slot another process holds (warm standby) */
-        uint64_t resent;               /* records sent again alone after sharing a refused batch */
+        uint64_t refused_batches;      /* topics whose batches the broker refused as too large, each time */
         uint64_t producer_restarts;
         uint64_t status_updates;
 };

@@ -369,7 +369,8 @@ static int eos_session(struct relay *r)
         r->prod = producer_free(r->prod);
         r->eos.open = false;
         if (new_producer(r, err, sizeof(err)) < 0) {
-                relay_fail(r, RELAY_EXIT_RETRY, "cannot create the Kafka producer: %s", err);
+                if (!r->failure)
+                        relay_fail(r, RELAY_EXIT_RETRY, "cannot create the Kafka producer: %s", err);
                 return -EIO;
         }
         if (relay_eos_init(r) < 0)
@@ -484,10 +485,10 @@ static void pause_ms(struct relay *r, int64_t ms)
                 relay_wait(r, (int)(deadline - relay_mono_ms()), 0);
 }
 
+/* A producer whose batches fit the topics' known limits (relay_limit.c). */
 static int new_producer(struct relay *r, char *err, size_t errlen)
 {
-        return producer_new(&r->prod_opts, relay_on_delivery, relay_on_kafka_event, r, &r->prod, err,
-                            errlen);
+        return relay_new_producer(r, err, errlen);
 }
 
 /*
@@ -501,8 +502,9 @@ static int recover(struct relay *r)
         char err[ERRLEN];
         int64_t deadline = relay_mono_ms() + RECONNECT_DRAIN_MS;
 
-        while (!r->producer_broken && ledger_outstanding(r->ledger) > 0 && relay_mono_ms() < deadline &&
-               !*r->stop)
+        /* Acknowledgements still due: none once every message in flight has its report. */
+        while (!r->producer_broken && ledger_outstanding(r->ledger) > 0 &&
+               producer_inflight_bytes(r->prod) > 0 && relay_mono_ms() < deadline && !*r->stop)
                 relay_wait(r, 100, 0);
         relay_drop_nacks(r);
         /* --exactly-once: what is open is aborted; streaming again redoes it. */
@@ -525,6 +527,9 @@ static int recover(struct relay *r)
                 r->prod = producer_free(r->prod);
                 r->eos.open = false;
                 if (new_producer(r, err, sizeof(err)) < 0) {
+                        /* A topic's limit no new producer can fit stops the relay (recorded). */
+                        if (r->failure && r->failure != RELAY_EXIT_RETRY)
+                                return -ECANCELED;
                         log_error("cannot create a new Kafka producer: %s", err);
                         return -EIO;
                 }
@@ -660,7 +665,7 @@ static void adopt_preflight(struct relay *r)
 static int start(struct relay *r)
 {
         const struct relay_config *conf = r->conf;
-        const char *const *tcols;
+        const char *const *tcols, *topic;
         size_t ntcols;
         char err[ERRLEN], kerr[1536];
         int ret;
@@ -731,7 +736,15 @@ static int start(struct relay *r)
                            ret == -EACCES ? "" : "; check --brokers and that the brokers are up");
                 return r->failure;
         }
-        return 0;
+        /* The topics known now: batches fit their max.message.bytes from the first record on. */
+        if (ntcols == 0 && record_render_topic(r->spec, NULL, &topic, err, sizeof(err)) == 0)
+                relay_know_topic(r, topic);
+        if (conf->dead_letter || conf->dead_letter_transaction)
+                relay_know_topic(r, conf->dead_letter_topic);
+        ret = relay_fit_producer(r, err, sizeof(err));
+        if (ret < 0 && !r->failure)
+                relay_fail(r, ret == -EINVAL ? RELAY_EXIT_USAGE : RELAY_EXIT_RETRY, "%s", err);
+        return r->failure;
 }
 
 static void finish(struct relay *r)
@@ -747,6 +760,7 @@ static void finish(struct relay *r)
         relay_drop_nacks(r);
         free(r->nacks.v);
         relay_watch_free(r);
+        relay_limits_free(r);
         preflight_result_release(&r->pre);
         free(r->prod_props);
         free(r->add_tables);
@@ -814,17 +828,17 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
         }
         {
                 /* Every message handed to Kafka ends acknowledged, refused or unreported. */
-                uint64_t handed = r.stats.c.published + r.stats.c.dead_lettered + r.stats.c.resent;
+                uint64_t handed = r.stats.c.published + r.stats.c.dead_lettered;
                 uint64_t failed = r.stats.errors ? metrics_labels_total(r.stats.errors) : 0;
                 uint64_t rest = handed > r.stats.c.acked + failed ? handed - r.stats.c.acked - failed : 0;
 
                 log_info("stopped: %" PRIu64 " messages handed to Kafka (%" PRIu64 " rows, %" PRIu64
-                         " dead-letter copies, %" PRIu64 " resends) = %" PRIu64 " acknowledged + %"
+                         " dead-letter copies) = %" PRIu64 " acknowledged + %"
                          PRIu64 " refused or failed + %" PRIu64 " without a delivery report; %" PRIu64
                          " transactions skipped by request; acknowledged up to LSN %s, last confirmed "
                          "to the server %s (what follows is sent again on the next start)", handed,
-                         r.stats.c.published, r.stats.c.dead_lettered, r.stats.c.resent,
-                         r.stats.c.acked, failed, rest, r.stats.c.skipped_transactions,
+                         r.stats.c.published, r.stats.c.dead_lettered, r.stats.c.acked, failed, rest,
+                         r.stats.c.skipped_transactions,
                          lsn_format(ledger_flush_lsn(r.ledger), a),
                          lsn_format(r.fb.sent_flush_lsn, (char[LSN_STRLEN]){0}));
         }

@@ -4,10 +4,10 @@
  * about a message: an ack releases its ticket in the LSN ledger; a nack is
  * classified by the producer module. A cluster fault discards the producer
  * (everything unconfirmed is sent again from the slot), a fatal one stops
- * the relay, and a record's own fault is kept (copied) for the loop, which
- * then resends a record that only shared a batch refused as too large,
- * dead-letters it, or stops: a delivery report never produces. Also the
- * topic limits learned on the way. See relay_private.h.
+ * the relay, a batch refused as too large for its topic while the record
+ * alone fits is the batch's fault (relay_limit.c), and a record's own fault
+ * is kept (copied) for the loop, which then dead-letters it or stops: a
+ * delivery report never produces. See relay_private.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,50 +18,6 @@
 #include "cloudevents.h"
 #include "log.h"
 #include "relay_private.h"
-
-/* Record batch overhead (Kafka protocol, RecordBatch v2 header) and per-record varints, bytes. */
-#define BATCH_OVERHEAD 61
-#define RECORD_OVERHEAD 24
-
-/* An upper estimate of the bytes a record takes alone in a batch, for max.message.bytes. */
-static size_t record_size(const struct producer_msg *m)
-{
-        size_t n = BATCH_OVERHEAD + RECORD_OVERHEAD + m->key_len + m->value_len;
-
-        for (size_t i = 0; i < m->nheaders; i++)
-                n += strlen(m->headers[i].name) + m->headers[i].len + 10;
-        return n;
-}
-
-int64_t relay_topic_limit(const struct relay *r, const char *topic)
-{
-        for (int i = 0; i < TOPIC_LIMITS; i++)
-                if (r->limits.topic[i].max_bytes && strcmp(r->limits.topic[i].name, topic) == 0)
-                        return r->limits.topic[i].max_bytes;
-        return 0;
-}
-
-/*
- * Ask the cluster for the topic's max.message.bytes and remember it. Returns
- * it, or 0. Blocks for at most 5 s (DescribeConfigs), on the rare path of a
- * batch refused as too large; the server was told the status just before.
- */
-int64_t relay_learn_topic_limit(struct relay *r, const char *topic)
-{
-        char err[ERRLEN];
-        int64_t bytes = 0;
-        unsigned slot = r->limits.next++ % TOPIC_LIMITS;
-
-        if (r->streaming)
-                relay_send_status(r);
-        if (producer_topic_max_bytes(r->prod, topic, 5000, &bytes, err, sizeof(err)) < 0) {
-                log_warning("cannot read max.message.bytes of topic \"%s\": %s", topic, err);
-                return 0;
-        }
-        snprintf(r->limits.topic[slot].name, sizeof(r->limits.topic[slot].name), "%s", topic);
-        r->limits.topic[slot].max_bytes = bytes;
-        return bytes;
-}
 
 int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
                       const char *code, const char *reason, const char *work_id,
@@ -88,6 +44,8 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
         dl.timestamp_ms = 0;  /* produce time: the dead-letter topic must take an old row too */
         dl.headers = h;
         dl.nheaders = nh;
+        if (relay_fit_topic(r, dl.topic) < 0)
+                return -ENOBUFS;  /* a retry or a stop, recorded: the row stays unconfirmed */
         ret = relay_produce(r, &dl, &e);
         if (ret == -ENOBUFS)
                 return ret;  /* stopping or failed meanwhile: the row stays unconfirmed */
@@ -179,8 +137,9 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
         const struct producer_msg *m = &rep->msg;
         struct producer_report refused;
         struct producer_error why;
-        char work_id[256], lsn[32], xid[16], source[1024], table[512];
-        uint64_t ticket = m->ticket & ~TICKET_RESENT;
+        char work_id[256], lsn[32], xid[16], source[1024], table[512], size[512];
+        const char *text;
+        uint64_t ticket = m->ticket;
 
         if (m->ticket & TICKET_CHECKPOINT) {
                 if (m->ticket & TICKET_EOS)
@@ -231,11 +190,20 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                            "Check the relay's -X settings and the cluster");
                 return;
         }
+        text = rep->error.text;
+        if (rep->error.code == PRODUCER_ERR_MSG_SIZE_TOO_LARGE) {
+                /* The broker judged the batch: only a record too large alone is the row's fault. */
+                if (!relay_too_large_alone(r, m, size, sizeof(size))) {
+                        relay_refused_batch(r, m);
+                        return;
+                }
+                text = size;
+        }
         if (strcmp(m->topic, r->conf->dead_letter_topic) == 0) {
                 relay_fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (%s, "
                            "transaction %s ending at LSN %s) to \"%s\" failed: %s (%s). Stopping: "
                            "nothing from this transaction on is confirmed. %s and restart, or skip it: "
-                           "--skip-transaction=%s", work_id, table, xid, lsn, m->topic, rep->error.text,
+                           "--skip-transaction=%s", work_id, table, xid, lsn, m->topic, text,
                            rep->error.name, producer_fix(rep->error.code) ? producer_fix(rep->error.code) :
                            "Let the dead-letter topic take the row", lsn);
                 return;
@@ -246,7 +214,7 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
 
                 /* The Kafka transaction fails: aborted at its commit, replayed, this row then judged. */
                 snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)%s%s",
-                         m->topic, rep->error.text, rep->error.name, producer_fix(rep->error.code) ?
+                         m->topic, text, rep->error.name, producer_fix(rep->error.code) ?
                          ". " : "", producer_fix(rep->error.code) ? producer_fix(rep->error.code) : "");
                 lsn_parse(lsn, strlen(lsn), &end);
                 relay_eos_poison(r, end, work_id, rep->error.name, reason);
@@ -264,46 +232,11 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
         keep_nack(r, rep);
 }
 
-/*
- * The broker refused the batch holding this message as too large. If the
- * message alone fits the topic's max.message.bytes, it only shared a batch
- * with an oversized one: send it again (once). Returns true if it was.
- */
-static bool resend_if_collateral(struct relay *r, const struct relay_nack *n)
-{
-        struct producer_msg again = n->msg;
-        struct producer_error e;
-        int64_t limit;
-        size_t size;
-        char work_id[256];
-
-        if (n->error.code != PRODUCER_ERR_MSG_SIZE_TOO_LARGE || (n->msg.ticket & TICKET_RESENT))
-                return false;
-        limit = relay_topic_limit(r, n->msg.topic);
-        if (!limit)
-                limit = relay_learn_topic_limit(r, n->msg.topic);
-        size = record_size(&n->msg);
-        if (!limit || (int64_t)size > limit)
-                return false;
-        producer_header_value(&n->msg, "ce_id", work_id, sizeof(work_id));
-        log_info("the broker refused a batch holding work ID \"%s\" as too large for topic \"%s\", "
-                 "but this record (about %zu bytes) fits its max.message.bytes of %" PRId64 ": "
-                 "sending it again", work_id, n->msg.topic, size, limit);
-        again.ticket |= TICKET_RESENT;
-        again.timestamp_ms = 0;
-        if (relay_produce(r, &again, &e) < 0)
-                return false;
-        r->stats.c.resent++;
-        return true;
-}
-
 static void handle_nack(struct relay *r, const struct relay_nack *n)
 {
-        char work_id[256], lsn[32], xid[16], source[1024], table[512], reason[1024];
+        char work_id[256], lsn[32], xid[16], source[1024], table[512], reason[1024], size[512];
         const struct producer_msg *m = &n->msg;
 
-        if (resend_if_collateral(r, n))
-                return;
         producer_header_value(m, "ce_id", work_id, sizeof(work_id));
         producer_header_value(m, "ce_pglsn", lsn, sizeof(lsn));
         producer_header_value(m, "ce_pgxid", xid, sizeof(xid));
@@ -311,7 +244,8 @@ static void handle_nack(struct relay *r, const struct relay_nack *n)
         ce_table_of_source(source, table, sizeof(table));
         r->stats.c.row_errors++;
         snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)",
-                 m->topic, n->error.text, n->error.name);
+                 m->topic, n->error.code == PRODUCER_ERR_MSG_SIZE_TOO_LARGE &&
+                 relay_too_large_alone(r, m, size, sizeof(size)) ? size : n->error.text, n->error.name);
         if (r->conf->dead_letter ||
             (r->conf->dead_letter_transaction && lsn[0] &&
              strcmp(lsn, lsn_format(r->conf->dead_letter_transaction, (char[LSN_STRLEN]){0})) == 0)) {
@@ -319,7 +253,6 @@ static void handle_nack(struct relay *r, const struct relay_nack *n)
 
                 log_warning("dead-lettering work ID \"%s\" of %s (transaction %s ending at LSN %s): %s",
                             work_id, table, xid, lsn, reason);
-                dl.ticket &= ~TICKET_RESENT;
                 relay_dead_letter(r, &dl, m->topic, n->error.name, reason, work_id, lsn);
                 return;
         }

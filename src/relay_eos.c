@@ -142,6 +142,9 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
                 snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka failed it and purged its "
                          "records; the reason is its \"kafka TXNERR\" warning above");
         } else if (rep->error.code && !purged) {
+                /* librdkafka sends nothing more of it: what is queued would wait for its timeout. */
+                if (!x->failed)
+                        producer_purge_queued(r->prod);
                 x->failed = true;
                 snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
                 snprintf(x->fail_text, sizeof(x->fail_text), "%s", rep->error.text);
@@ -556,21 +559,4 @@ void relay_eos_row_done(struct relay *r)
 {
         if (relay_eos_on(r))
                 r->eos.part_rows++;
-}
-
-bool relay_eos_poison_once(struct relay *r, uint64_t end_lsn, const char *work_id, size_t len)
-{
-        struct relay_eos *x = &r->eos;
-
-        for (size_t i = 0; i < x->npoison; i++) {
-                struct relay_poison *p = &x->poison[i];
-
-                if (p->end_lsn == end_lsn && strlen(p->work_id) == len &&
-                    memcmp(p->work_id, work_id, len) == 0 && !p->retried &&
-                    strcmp(p->code, "MSG_SIZE_TOO_LARGE") == 0) {
-                        p->retried = true;
-                        return true;
-                }
-        }
-        return false;
 }

@@ -6,7 +6,9 @@
  *                   reconnects, the warm standby, stop
  *   relay_row.c     what happens to one wal2json line and one outbox row
  *   relay_ack.c     what happens on an ack or a nack (delivery reports,
- *                   resends, the dead-letter topic)
+ *                   the dead-letter topic)
+ *   relay_limit.c   topics' max.message.bytes, and a producer whose record
+ *                   batches fit them
  *   relay_report.c  what the relay tells the server (standby status updates)
  *                   and the operator (failures, metrics, the stats line)
  *   relay_watch.c   what it keeps true while it runs, and so how far it may
@@ -43,16 +45,8 @@
 
 #define ERRLEN 1024
 #define MAX_HEADERS (16 + RECORD_HEADERS_MAX) /* the relay's own, then the row's */
-#define TOPIC_LIMITS 16                       /* topics whose max.message.bytes is remembered */
+#define RELAY_TOPIC_LIMITS_MAX 4096           /* topics whose max.message.bytes is remembered, at most */
 #define STATUS_MIN_GAP_MS 100                 /* status updates at most this often when only the flush LSN moved */
-
-/*
- * A message sent again after the broker refused its batch as too large
- * while the message alone fits: the flag rides in the Kafka opaque next to
- * the ledger ticket (whose sequence never reaches bit 47) and is masked off
- * before the ledger sees it.
- */
-#define TICKET_RESENT (UINT64_C(1) << 47)
 
 /* A checkpoint record's opaque: this bit and relay_watch's sequence, never a ledger ticket's. */
 #define TICKET_CHECKPOINT (UINT64_C(1) << 63)
@@ -104,14 +98,37 @@ struct relay_stats {
         uint64_t nontx_unlogged;   /* non-transactional messages not logged since then */
 };
 
-/* Topic limits learned after the broker refused a batch as too large. */
-struct relay_limits {
-        struct {
-                char name[RECORD_TOPIC_MAX + 1];
-                int64_t max_bytes;
-        } topic[TOPIC_LIMITS];
-        unsigned next;
+/*
+ * A topic's max.message.bytes (relay_limit.c): read at start for the topics
+ * known then, else before its first record, and again after the broker
+ * refused a record batch of it as too large. Every producer the relay makes
+ * fits its batches to them.
+ */
+struct relay_topic_limit {
+        char *name;
+        int64_t max_bytes;         /* 0: not known */
+        bool read;                 /* read (or tried): its records may be produced */
+        bool unread;               /* known at start: read it before streaming */
+        bool refused;              /* a batch was refused since the producer was made: read it again */
+        int64_t refused_limit;     /* max_bytes when it was refused */
+        int64_t refused_batch;     /* the producer's largest batch for it then, bytes */
+        int read_failures;         /* DescribeConfigs failures in a row after a refusal */
 };
+
+/*
+ * Every topic the relay met, sorted by name; at most RELAY_TOPIC_LIMITS_MAX
+ * (the limits of further topics are not read).
+ */
+struct relay_limits {
+        struct relay_topic_limit *v;
+        size_t n, cap;
+        int read_ms;               /* one DescribeConfigs at most, ms; 0: RELAY_LIMIT_READ_MS */
+        bool refit;                /* a refused batch was reported since the producer was made */
+        bool unreadable_logged;    /* a limit could not be read, and that was said */
+        bool full_logged;          /* RELAY_TOPIC_LIMITS_MAX topics are known, and that was said */
+};
+
+#define RELAY_LIMIT_READ_MS 5000
 
 /* A warm standby's state, so its log says each change once (relay_report.c). */
 struct relay_standby {
@@ -176,7 +193,6 @@ struct relay_poison {
         char work_id[256];
         char code[64];                /* Kafka's error name */
         char reason[768];
-        bool retried;                 /* a too-large one was tried once more alone */
 };
 
 /* --exactly-once (relay_eos.c). */
@@ -300,8 +316,8 @@ void relay_on_kafka_event(void *ctx, enum producer_event ev, const struct produc
 
 /*
  * relay_handle_nacks() - act on the failed delivery reports collected since
- * the last call: resend a record that only shared a batch refused as too
- * large, dead-letter, or stop. Produces, so never from inside a report.
+ * the last call (records refused as their own fault): dead-letter, or stop.
+ * Produces, so never from inside a report.
  */
 void relay_handle_nacks(struct relay *r);
 
@@ -320,11 +336,68 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
                       const char *code, const char *reason, const char *work_id,
                       const char *lsn_text);
 
-/*
- * relay_topic_limit() - the topic's max.message.bytes if known (learned after
- * a refusal), else 0.
- */
+/* relay_limit.c: topics' max.message.bytes */
+
+/* relay_topic_limit() - @topic's max.message.bytes in bytes if known, else 0. */
 int64_t relay_topic_limit(const struct relay *r, const char *topic);
+
+/*
+ * relay_too_large_alone() - is @m's record, alone in a record batch
+ * (producer_record_batch_bytes()), larger than its topic's known
+ * max.message.bytes? Then true, with a sentence saying so and the fix in
+ * @reason (@size bytes). False when it fits or the limit is not known.
+ */
+bool relay_too_large_alone(const struct relay *r, const struct producer_msg *m, char *reason, size_t size);
+
+/*
+ * relay_refused_batch() - the broker refused a record batch holding @m as
+ * too large, and @m alone does not exceed a known limit: remember to read
+ * the topic's limit for the next producer, and say so (a warning, once per
+ * producer); in the default mode also record a retry (without an error
+ * line), so that the relay streams again from the slot with a new producer
+ * whose batches fit (under
+ * --exactly-once the failed Kafka transaction is aborted and streamed again
+ * anyway). Called from a delivery report: never blocks.
+ */
+void relay_refused_batch(struct relay *r, const struct producer_msg *m);
+
+/*
+ * relay_fit_topic() - before a record of @topic is produced. The first time:
+ * read its limit (DescribeConfigs, blocking up to RELAY_LIMIT_READ_MS after
+ * a standby status update; a topic that does not exist yet or a limit that
+ * cannot be read is left to a refusal, said once) and, when it is below the
+ * producer's batch for it, fit it: a lane of its own in the default mode;
+ * under --exactly-once a retry (no error line), so that the open Kafka
+ * transaction is aborted and a new producer fits every batch. Returns 0 to
+ * produce; -EAGAIN (that retry) or -ECANCELED (a stop) after recording it:
+ * produce nothing.
+ */
+int relay_fit_topic(struct relay *r, const char *topic);
+
+/* relay_know_topic() - @topic is known at start: read its limit before streaming. */
+void relay_know_topic(struct relay *r, const char *topic);
+
+/*
+ * relay_new_producer() - make r->prod with the known limits
+ * (producer_options.limits), then relay_fit_producer(). Returns 0, or
+ * producer_new()'s error with the reason in @err, or -ECANCELED after
+ * recording a failure no new producer cures.
+ */
+int relay_new_producer(struct relay *r, char *err, size_t errlen);
+
+/*
+ * relay_fit_producer() - read the limits of the topics known at start or
+ * refused since (DescribeConfigs with r->prod, up to 5 s each; at most
+ * three tries for a refused topic, then a stop), and when one changes what
+ * must be fitted, replace r->prod (nothing may be in flight). Returns 0, an
+ * error of producer_new() with the reason in @err, or -ECANCELED after
+ * recording a stop (a refused topic's limit unreadable, or a refusal of
+ * batches that fitted it already).
+ */
+int relay_fit_producer(struct relay *r, char *err, size_t errlen);
+
+/* relay_limits_free() - forget every limit. */
+void relay_limits_free(struct relay *r);
 
 /* relay_watch.c: what the relay keeps true */
 
@@ -497,19 +570,6 @@ void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, co
 bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *work_id, size_t len,
                         char *ret_code, size_t code_size, char *ret_reason, size_t reason_size);
 
-/*
- * relay_learn_topic_limit() - ask the cluster for @topic's max.message.bytes
- * (DescribeConfigs, blocking up to 5 s after a standby status update) and
- * remember it. Returns it, or 0 (logged) when it cannot be read.
- */
-int64_t relay_learn_topic_limit(struct relay *r, const char *topic);
-
-/*
- * relay_eos_poison_once() - for a remembered row refused as too large: the
- * first time it comes again, true (and the mark is set), so that it is tried
- * once more when it alone fits the topic (it may only have shared a batch).
- */
-bool relay_eos_poison_once(struct relay *r, uint64_t end_lsn, const char *work_id, size_t len);
 
 /* relay_report.c: the server and the operator */
 

@@ -132,8 +132,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         struct producer_error e;
         char err[ERRLEN], source[1024];
         ledger_ticket ticket;
-        int64_t limit;
-        size_t nh, size;
+        size_t nh;
         int ret;
 
         ret = record_extract(r->spec, rec, &row, err, sizeof(err));
@@ -149,28 +148,19 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 /* A row whose record Kafka refused in an aborted transaction: its policy now. */
                 if (relay_eos_poisoned(r, r->txn.end_lsn, row.id->ptr, row.id->len, code, sizeof(code),
                                        reason, sizeof(reason))) {
-                        size_t alone = 61 + 24 + m.key_len + m.value_len;
-                        int64_t lim;
-
-                        for (size_t i = 0; i < nh; i++)
-                                alone += strlen(h[i].name) + h[i].len + 10;
-                        /* Too large may only have been its batch's fault: once more, alone, if it fits. */
-                        if (!(relay_eos_poison_once(r, r->txn.end_lsn, row.id->ptr, row.id->len) &&
-                              (lim = relay_learn_topic_limit(r, row.topic)) > 0 && (int64_t)alone <= lim)) {
-                                row_error(r, rec, &row, row.topic, code, reason);
-                                return;
-                        }
+                        row_error(r, rec, &row, row.topic, code, reason);
+                        return;
                 }
         }
-        limit = relay_topic_limit(r, row.topic);
-        size = 61 + 24 + m.key_len + m.value_len;
-        for (size_t i = 0; i < nh; i++)
-                size += strlen(h[i].name) + h[i].len + 10;
-        if (limit && (int64_t)size > limit) {
-                snprintf(err, sizeof(err), "the record (about %zu bytes) is larger than the topic's "
-                         "max.message.bytes of %lld; raise the topic's limit or store less in the row",
-                         size, (long long)limit);
-                row_error(r, rec, &row, row.topic, "MSG_SIZE_TOO_LARGE", err);
+        /* Its topic's limit read and its batches fitted before its first record. */
+        if (relay_fit_topic(r, row.topic) < 0)
+                return;
+        /* Larger than the topic's limit alone in a batch: no batching can carry it. */
+        if (relay_too_large_alone(r, &m, err, sizeof(err))) {
+                char reason[ERRLEN + 32];
+
+                snprintf(reason, sizeof(reason), "%s (MSG_SIZE_TOO_LARGE)", err);
+                row_error(r, rec, &row, row.topic, "MSG_SIZE_TOO_LARGE", reason);
                 return;
         }
         ret = ledger_add_message(r->ledger, &ticket);

@@ -3,8 +3,10 @@
  * The delivery-report policy of relay_ack.c and the producer's error
  * classification, against librdkafka's mock cluster (rdkafka_mock.h) with
  * broker errors injected: a record's own error is dead-lettered or stops
- * the relay (exit 4), a record that only shared a batch refused as too large
- * is sent again once, a cluster error discards the producer (exit 1), a
+ * the relay (exit 4), a batch refused as too large for its topic is not the
+ * row's fault unless its record alone exceeds the topic's limit (the relay
+ * streams again with batches that fit, under --exactly-once too), a cluster
+ * error discards the producer (exit 1), a
  * fatal one stops (exit 3), a failed dead-letter publish stops (exit 4), and
  * the in-flight bytes the producer counts return to zero. Under
  * --exactly-once, a Kafka transaction that librdkafka fails by itself (a
@@ -68,6 +70,7 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
         w->r.stats.topics = metrics_labels_new(16);
         w->r.stats.errors = metrics_labels_new(16);
         w->r.state = "test";
+        w->r.limits.read_ms = 100;     /* the mock cluster never answers DescribeConfigs */
         w->props[0] = "message.timeout.ms";
         w->props[1] = timeout_ms;
         w->props[2] = "retries";
@@ -95,6 +98,7 @@ static void world_open(struct world *w, const char *on_error, const char *timeou
 
 static void world_close(struct world *w)
 {
+        relay_limits_free(&w->r);
         relay_drop_nacks(&w->r);
         free(w->r.nacks.v);
         producer_free(w->r.prod);
@@ -106,6 +110,27 @@ static void world_close(struct world *w)
         rd_kafka_destroy(w->mock_rk);
         close(w->pipefd[0]);
         close(w->pipefd[1]);
+}
+
+/* @topic's max.message.bytes is known to be @bytes, as after reading it. */
+static void set_limit(struct world *w, const char *topic, int64_t bytes)
+{
+        relay_know_topic(&w->r, topic);
+        for (size_t i = 0; i < w->r.limits.n; i++)
+                if (strcmp(w->r.limits.v[i].name, topic) == 0) {
+                        w->r.limits.v[i].max_bytes = bytes;
+                        w->r.limits.v[i].unread = false;
+                        w->r.limits.v[i].read = true;
+                }
+}
+
+/* The relay's entry for @topic's limit, or NULL. */
+static const struct relay_topic_limit *limit_of(const struct world *w, const char *topic)
+{
+        for (size_t i = 0; i < w->r.limits.n; i++)
+                if (strcmp(w->r.limits.v[i].name, topic) == 0)
+                        return &w->r.limits.v[i];
+        return NULL;
 }
 
 /* One row of one transaction, produced under a ledger ticket with the relay's headers. */
@@ -209,27 +234,91 @@ static void test_dead_letter_failure_stops(void)
         world_close(&w);
 }
 
-static void test_collateral_resend(void)
+/*
+ * A batch refused as too large for a topic whose limit is not known: the
+ * record alone may fit, so it is not dead-lettered; the relay streams again
+ * with a new producer, which reads the limit first.
+ */
+static void test_refused_batch_is_not_the_rows(void)
 {
         struct world w;
 
-        world_open(&w, "--on-error=stop", "5000");
-        /* the topic's limit is known: the record alone fits, so the refusal was its batch's */
-        snprintf(w.r.limits.topic[0].name, sizeof(w.r.limits.topic[0].name), TOPIC);
-        w.r.limits.topic[0].max_bytes = 1000000;
+        world_open(&w, "--on-error=dead-letter", "5000");
         rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
         produce_row(&w, TOPIC, "innocent-1", 100, 0x10);
         settle(&w);
-        CHECK_INT(w.r.failure, 0);
-        CHECK_INT(ledger_outstanding(w.r.ledger), 0);
-        CHECK_INT(w.r.stats.c.acked, 1);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK(w.r.limits.refit);                       /* recover() then discards the producer */
+        CHECK_INT(w.r.stats.c.dead_lettered, 0);
         CHECK_INT(w.r.stats.c.row_errors, 0);
-        /* refused again after the resend: now it is the record's own error */
-        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 2, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
-                                          RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
-        produce_row(&w, TOPIC, "big-1", 100, 0x20);
+        CHECK_INT(w.r.stats.c.refused_batches, 1);
+        CHECK(limit_of(&w, TOPIC) && limit_of(&w, TOPIC)->refused);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);    /* never confirmed past it */
+        world_close(&w);
+}
+
+/* With the limit known, a record alone larger than it is the row's fault: its policy, no restream. */
+static void test_record_too_large_alone(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=dead-letter", "5000");
+        set_limit(&w, TOPIC, 3000);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+        produce_row(&w, TOPIC, "big-1", 5000, 0x10);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.producer_broken, 0);
+        CHECK_INT(w.r.stats.c.dead_lettered, 1);
+        CHECK_INT(w.r.stats.c.refused_batches, 0);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0x10);
+        world_close(&w);
+
+        world_open(&w, "--on-error=stop", "5000");
+        set_limit(&w, TOPIC, 3000);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+        produce_row(&w, TOPIC, "big-2", 5000, 0x10);
         settle(&w);
         CHECK_INT(w.r.failure, RELAY_EXIT_DATA);
+        CHECK_INT(w.r.stats.c.row_errors, 1);
+        world_close(&w);
+}
+
+/*
+ * The limit known and the record fitting it alone: still the batch's fault.
+ * A refused topic whose limit cannot be read (the mock cluster has no
+ * DescribeConfigs, like a principal without DESCRIBE_CONFIGS) is tried
+ * again, then stops the relay (exit 3): no endless restreaming.
+ */
+static void test_refused_batch_with_unreadable_limit_stops(void)
+{
+        struct world w;
+        char err[512];
+
+        world_open(&w, "--on-error=stop", "5000");
+        set_limit(&w, TOPIC, 3000);
+        for (int round = 1; round <= 3; round++) {
+                rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1,
+                                                  RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+                produce_row(&w, TOPIC, "innocent-2", 100, 0x10 * (uint64_t)round);
+                settle(&w);
+                CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+                CHECK_INT(w.r.stats.c.row_errors, 0);
+                /* what recover() does: a new producer, fitted first */
+                w.r.prod = producer_free(w.r.prod);
+                if (round < 3) {
+                        CHECK_INT(relay_new_producer(&w.r, err, sizeof(err)), 0);
+                        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+                        CHECK(limit_of(&w, TOPIC)->refused);
+                        CHECK(!w.r.limits.refit);
+                        w.r.failure = 0;
+                        ledger_reset(w.r.ledger);
+                } else {
+                        CHECK_INT(relay_new_producer(&w.r, err, sizeof(err)), -ECANCELED);
+                        CHECK_INT(w.r.failure, RELAY_EXIT_ENVIRONMENT);
+                }
+        }
+        CHECK_INT(w.r.stats.c.refused_batches, 1);
         world_close(&w);
 }
 
@@ -386,6 +475,148 @@ static void test_eos_state_refusal_without_reports_aborts(void)
         world_close(&w);
 }
 
+/* Serve reports until the open Kafka transaction has none pending, at most 10 s. */
+static void settle_eos(struct world *w)
+{
+        for (int i = 0; i < 1000 && w->r.eos.pending > 0; i++)
+                relay_wait(&w->r, 10, 0);
+}
+
+/*
+ * Under --exactly-once a refused batch fails the Kafka transaction; it is
+ * aborted and streamed again, and no row is remembered as refused: the
+ * replay publishes it (in batches that fit) instead of applying its policy.
+ */
+static void test_eos_refused_batch_is_not_the_rows(void)
+{
+        struct world w;
+        char code[64], reason[1024];
+
+        world_open_eos(&w, "--on-error=dead-letter", "5000", true);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+        CHECK_INT(produce_eos_row(&w, "innocent-3"), 0);
+        settle_eos(&w);                /* the row's ProduceRequest takes the error, not the checkpoint's */
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK(!relay_eos_poisoned(&w.r, 0x10, "innocent-3", 10, code, sizeof(code), reason, sizeof(reason)));
+        CHECK(limit_of(&w, TOPIC) && limit_of(&w, TOPIC)->refused);
+        world_close(&w);
+}
+
+/* A record alone larger than the known limit: the replay applies its policy, the reason names the limit. */
+static void test_eos_record_too_large_alone(void)
+{
+        struct world w;
+        char code[64], reason[1024];
+
+        world_open_eos(&w, "--on-error=dead-letter", "5000", true);
+        set_limit(&w, TOPIC, 40);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+        CHECK_INT(produce_eos_row(&w, "big-3"), 0);
+        settle_eos(&w);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        CHECK(relay_eos_poisoned(&w.r, 0x10, "big-3", 5, code, sizeof(code), reason, sizeof(reason)));
+        CHECK_STR(code, "MSG_SIZE_TOO_LARGE");
+        CHECK(strstr(reason, "max.message.bytes of topic \"" TOPIC "\", 40 bytes") != NULL);
+        world_close(&w);
+}
+
+/*
+ * The producer's batches per topic: a topic whose limit is below the batch
+ * goes through a lane (a librdkafka producer) with batches that fit; the
+ * others keep theirs, and reports from every lane come through the one
+ * descriptor. A topic fitted later gets a lane too, or shares one whose
+ * batch fits it. A transactional producer shrinks every batch instead.
+ */
+static void test_producer_fits_topics(void)
+{
+        struct world w;
+        struct producer_topic_limit limits[] = {{"small", 3000}, {"larger", 65536}, {DEAD, 2000000}};
+        struct producer_options opts;
+        struct producer *p;
+        char err[512];
+
+        world_open(&w, "--on-error=stop", "5000");
+        rd_kafka_mock_topic_create(w.mc, "small", 1, 1);
+        opts = w.r.prod_opts;
+        opts.limits = limits;
+        opts.nlimits = 3;
+        CHECK_INT(producer_batch_bytes(w.r.prod), 1000000);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, "small"), 1000000);
+        w.r.prod = producer_free(w.r.prod);
+        CHECK_INT(producer_new(&opts, relay_on_delivery, relay_on_kafka_event, &w.r, &w.r.prod, err,
+                               sizeof(err)), 0);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, "small"), 3000);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, "larger"), 65536);  /* a lane of its own */
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, TOPIC), 1000000);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, DEAD), 1000000);
+        CHECK_INT(producer_fit_topic(w.r.prod, "later", 2500, err, sizeof(err)), 0);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, "later"), 2500);
+        CHECK_INT(producer_fit_topic(w.r.prod, "shares", 4000, err, sizeof(err)), 0);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, "shares"), 3000);
+        CHECK_INT(producer_fit_topic(w.r.prod, "wide", 2000000, err, sizeof(err)), 0);
+        CHECK_INT(producer_topic_batch_bytes(w.r.prod, "wide"), 1000000);
+        produce_row(&w, "small", "fit-1", 100, 0x10);
+        produce_row(&w, TOPIC, "wide-1", 100, 0x20);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.stats.c.acked, 2);
+        CHECK_INT(metrics_labels_get(w.r.stats.topics, "small"), 1);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0x20);
+        CHECK_INT(producer_inflight_bytes(w.r.prod), 0);
+
+        /* -X batch.size and message.max.bytes: the lesser is the producer's batch */
+        opts.props = (const char *[]){"batch.size", "500000", "message.max.bytes", "400000"};
+        opts.nprops = 2;
+        opts.limits = NULL;
+        opts.nlimits = 0;
+        CHECK_INT(producer_new(&opts, relay_on_delivery, relay_on_kafka_event, NULL, &p, err, sizeof(err)), 0);
+        CHECK_INT(producer_batch_bytes(p), 400000);
+        producer_free(p);
+
+        opts.nprops = 0;
+        opts.limits = limits;
+        opts.nlimits = 3;
+        opts.transactional_id = "test-fit";
+        CHECK_INT(producer_new(&opts, relay_on_delivery, relay_on_kafka_event, NULL, &p, err, sizeof(err)), 0);
+        CHECK_INT(producer_topic_batch_bytes(p, TOPIC), 3000);
+        CHECK_INT(producer_batch_bytes(p), 1000000);
+        CHECK_INT(producer_fit_topic(p, "later", 2500, err, sizeof(err)), -EBUSY);
+        producer_free(p);
+        world_close(&w);
+}
+
+/* A record batch of one record, by hand from the protocol's "Record Batch" and "Record". */
+static void test_record_batch_bytes(void)
+{
+        char big[200];
+        struct producer_header h[2] = {{"a", "bc", 2}, {"n", NULL, 0}};
+        struct producer_msg m = {.topic = "t", .key = "k", .key_len = 1, .value = "vvvvvvvvvv",
+                                 .value_len = 10};
+
+        /* attributes 1, deltas 1+1, key 1+1, value 1+10, headers 1: 17; its length 1; header 61 */
+        CHECK_INT(producer_record_batch_bytes(&m), 79);
+        m.headers = h;
+        m.nheaders = 1;
+        CHECK_INT(producer_record_batch_bytes(&m), 84);   /* + name 1+1, value 1+2 */
+        m.nheaders = 2;
+        CHECK_INT(producer_record_batch_bytes(&m), 87);   /* + name 1+1, null value 1 */
+        m.key = NULL;
+        m.nheaders = 0;
+        CHECK_INT(producer_record_batch_bytes(&m), 78);   /* a null key is length -1: 1 byte */
+        memset(big, 'x', sizeof(big));
+        m.value = big;
+        m.value_len = sizeof(big);                         /* 200: a 2-byte varint */
+        CHECK_INT(producer_record_batch_bytes(&m), 61 + 2 + 3 + 1 + 2 + 200 + 1);
+}
+
 static void test_classification(void)
 {
         CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, 0), PRODUCER_FAULT_RECORD);
@@ -407,7 +638,13 @@ int main(void)
         test_record_error_stops();
         test_record_error_dead_lettered();
         test_dead_letter_failure_stops();
-        test_collateral_resend();
+        test_refused_batch_is_not_the_rows();
+        test_record_too_large_alone();
+        test_refused_batch_with_unreadable_limit_stops();
+        test_eos_refused_batch_is_not_the_rows();
+        test_eos_record_too_large_alone();
+        test_producer_fits_topics();
+        test_record_batch_bytes();
         test_cluster_error_discards_the_producer();
         test_eos_transaction_failed_by_librdkafka_refuses_next_record();
         test_eos_transaction_failed_by_librdkafka_at_commit();
