@@ -667,6 +667,79 @@ static void topic_verdict(struct check *ck, const char *name, size_t from, size_
                     why, missing, note, nm == 1 ? "it" : "them");
 }
 
+/*
+ * The topics' max.message.bytes against the producer's batch: the broker
+ * refuses a whole record batch larger than its topic's limit, so the relay
+ * sends such a topic's records in smaller batches (at a cost to every topic
+ * under --exactly-once), and a row whose record alone is larger cannot be
+ * published.
+ */
+static void check_topic_limits(struct check *ck, struct producer *p, const bool *exists)
+{
+        int64_t batch = producer_batch_bytes(p), least = 0, bytes;
+        char list[1024] = "", unread[700] = "", err[512];
+        const char *least_topic = NULL;
+        size_t o = 0, nread = 0, nlow = 0;
+
+        for (size_t i = 0; i < ck->ntopics; i++) {
+                if (!exists[i])
+                        continue;
+                if (producer_topic_max_bytes(p, ck->topics[i], PREFLIGHT_PROBE_TIMEOUT_MS, &bytes, err,
+                                             sizeof(err)) < 0) {
+                        if (!unread[0])
+                                snprintf(unread, sizeof(unread), "cannot read max.message.bytes of topic "
+                                         "\"%s\": %s", ck->topics[i], err);
+                        continue;
+                }
+                nread++;
+                if (bytes >= batch)
+                        continue;
+                if (nlow < CHECK_MAX_LISTED)
+                        append(list, sizeof(list), &o, "%s\"%s\" %lld bytes", nlow ? ", " : "",
+                               ck->topics[i], (long long)bytes);
+                else if (nlow == CHECK_MAX_LISTED)
+                        append(list, sizeof(list), &o, ", ...");
+                nlow++;
+                if (!least || bytes < least) {
+                        least = bytes;
+                        least_topic = ck->topics[i];
+                }
+        }
+        if (!nread && !unread[0]) {
+                add(ck, CHECK_PASS, "topic limits", "no topic exists yet; the relay reads each topic's "
+                    "max.message.bytes before its first record");
+        } else if (!nlow && !unread[0]) {
+                add(ck, CHECK_PASS, "topic limits", "max.message.bytes of %zu topic%s at or above the "
+                    "producer's batch of %lld bytes (the lesser of -X batch.size and message.max.bytes)",
+                    nread, nread == 1 ? "" : "s", (long long)batch);
+        } else if (!nlow) {
+                add(ck, CHECK_WARN, "topic limits", "%s; the relay reads each topic's limit before its "
+                    "first record, and without it finds a limit below its batches of %lld bytes only when "
+                    "the broker refuses one; fix: grant the relay's principal DESCRIBE_CONFIGS on the "
+                    "topics", unread, (long long)batch);
+        } else {
+                char how[256];
+
+                if (ck->conf->exactly_once)
+                        snprintf(how, sizeof(how), "with --exactly-once every batch of its one "
+                                 "transactional producer, for every topic, shrinks to %lld bytes",
+                                 (long long)least);
+                else
+                        snprintf(how, sizeof(how), "through a producer of their own, the other topics "
+                                 "keeping their batches");
+                add(ck, CHECK_WARN, "topic limits", "max.message.bytes below the producer's batch of "
+                    "%lld bytes (the lesser of -X batch.size and message.max.bytes): %s. The broker "
+                    "refuses a whole record batch larger than its topic's limit: the relay sends these "
+                    "topics' records in batches that fit (%s), and a row whose record alone is larger than "
+                    "its topic's limit cannot be published (--on-error)%s%s; fix: raise their "
+                    "max.message.bytes to at least %lld (kafka-configs.sh --alter --entity-type topics "
+                    "--entity-name %s --add-config max.message.bytes=%lld), or accept the smaller "
+                    "batches, or set -X batch.size=%lld", (long long)batch, list, how,
+                    unread[0] ? "; " : "", unread, (long long)batch, least_topic, (long long)batch,
+                    (long long)least);
+        }
+}
+
 /* The check produces nothing: no delivery reports; errors show in the requests' results. */
 static void ignore_report(void *ctx, const struct producer_report *report)
 {
@@ -908,6 +981,7 @@ static void check_kafka(struct check *ck, bool db_ok)
                             "unpublishable", values_read ? "no rows in the outbox yet" : note, why);
                 }
         }
+        check_topic_limits(ck, p, exists);
         check_checkpoint(ck, p, props);
         if (conf->exactly_once)
                 check_transactions(ck, opts);

@@ -225,6 +225,30 @@ def test_check_topics_missing_without_auto_creation(case):
     assert "auto.create.topics.enable=true" in items[name][1], out
 
 
+def test_check_names_topic_limits_below_the_batch(case):
+    """A topic whose max.message.bytes is below the producer's batch (issue
+    21): a WARN that names the topic's limit, the producer's batch and the
+    fix, and what the relay does about it in each mode."""
+    case.kafka.create_topic(case.topic("small"), partitions=1, config={"max.message.bytes": "3000"})
+    case.kafka.create_topic(case.topic("wide"), partitions=1)
+    case.query("INSERT INTO outbox (work_id, kind, payload) VALUES ('a', 'small', '{}'), "
+               "('b', 'wide', '{}')")
+    rc, out, items = run_check(check_args(case))
+    assert rc == EXIT_OK, out
+    status, text = items["topic limits"]
+    assert status == "WARN", out
+    for words in ('"%s" 3000 bytes' % case.topic("small"), "producer's batch of 1000000 bytes",
+                  "max.message.bytes=1000000", "-X batch.size=3000", "a producer of their own"):
+        assert words in text, "%r not in: %s" % (words, text)
+    assert case.topic("wide") not in text, text
+    rc, out, items = run_check(check_args(case, "--exactly-once"))
+    assert items["topic limits"][0] == "WARN", out
+    assert "every topic, shrinks to 3000 bytes" in items["topic limits"][1], out
+    # the producer's own batch at or below the limit: nothing to say
+    rc, out, items = run_check(check_args(case, "-X", "batch.size=3000"))
+    assert items["topic limits"][0] == "PASS" and "3000 bytes" in items["topic limits"][1], out
+
+
 def test_check_names_the_transaction_blocking_the_probe(case):
     """Creating a slot waits for running transactions: the probe gives up
     after its 10 s timeout, says so and names the transaction's PID."""
