@@ -14,6 +14,7 @@
 
 #include "lsn.h"
 #include "preflight.h"
+#include "publication.h"
 
 static void set_err(char *err, size_t errlen, const char *prefix, const char *msg)
 {
@@ -152,11 +153,39 @@ void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out)
         }
 }
 
+/* pgoutput: the publication, created before the slot if missing, then judged. */
+static int slot_publication(PGconn *c, const struct relay_config *conf, struct slotcmd_created *cr, char *err,
+                            size_t errlen)
+{
+        struct publication pub;
+        int rc;
+
+        rc = publication_read(c, config_publication(conf), conf->tables, conf->ntables, &pub, err, errlen);
+        if (rc < 0)
+                return rc;
+        if (!pub.exists) {
+                publication_release(&pub);
+                rc = publication_create(c, conf, err, errlen);
+                if (rc < 0)
+                        return rc == -EEXIST ? -EINVAL : rc;
+                cr->publication_created = true;
+                rc = publication_read(c, config_publication(conf), conf->tables, conf->ntables, &pub, err,
+                                      errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        rc = publication_judge(&pub, conf, err, errlen, NULL, 0);
+        publication_release(&pub);
+        return rc < 0 ? -EINVAL : 0;
+}
+
 int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
                    size_t errlen)
 {
         struct slotcmd_created cr = {0};
+        struct preflight_settings set;
         struct preflight_slot s;
+        const char *plugin;
         char a[LSN_STRLEN];
         PGconn *c;
         int rc;
@@ -177,11 +206,28 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
                 rc = -EEXIST;
                 goto out;
         }
+        if (rc == 0)
+                rc = preflight_read_settings(c, &set, err, errlen);
         if (rc < 0)
                 goto out;
-        /* A slot's creation waits for running transactions; the server gives up after the timeout. */
-        rc = preflight_create_slot(c, conf->slot, "wal2json", false, (int)conf->slot_create_timeout_ms,
-                                   &cr.consistent_lsn, err, errlen, NULL);
+        plugin = preflight_choose_plugin(&set, NULL, conf->plugin, cr.why, sizeof(cr.why));
+        for (;;) {
+                rc = preflight_check_plugin_libraries(&set, plugin, err, errlen);
+                if (rc == 0 && strcmp(plugin, "pgoutput") == 0)
+                        rc = slot_publication(c, conf, &cr, err, errlen);
+                if (rc < 0)
+                        goto out;
+                /* A slot's creation waits for running transactions; the server gives up after the timeout. */
+                rc = preflight_create_slot(c, conf->slot, plugin, false, conf->failover,
+                                           (int)conf->slot_create_timeout_ms, &cr.consistent_lsn, err,
+                                           errlen, NULL);
+                if (rc == -ENOENT && strcmp(conf->plugin, "auto") == 0 && strcmp(plugin, "wal2json") == 0) {
+                        plugin = "pgoutput";
+                        snprintf(cr.why, sizeof(cr.why), "--plugin=auto: wal2json is not installed");
+                        continue;
+                }
+                break;
+        }
         if (rc == -ETIMEDOUT) {
                 char blockers[1536];
 
@@ -193,6 +239,7 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
         }
         if (rc < 0)
                 goto out;
+        snprintf(cr.plugin, sizeof(cr.plugin), "%s", plugin);
         snprintf(cr.database, sizeof(cr.database), "%s", PQdb(c));
         for (size_t i = 0; i < conf->ntables; i++) {
                 int64_t n;

@@ -227,7 +227,7 @@ static int create(struct ctx *x, const char *slot, const char *plugin, bool temp
 {
         uint64_t lsn = LSN_INVALID;
 
-        *ret_rc = preflight_create_slot(x->c, slot, plugin, temporary, PREFLIGHT_PROBE_TIMEOUT_MS,
+        *ret_rc = preflight_create_slot(x->c, slot, plugin, temporary, false, PREFLIGHT_PROBE_TIMEOUT_MS,
                                         &lsn, err, errlen, state);
         if (*ret_rc == 0)
                 EXPECT(x, lsn != LSN_INVALID, "no consistent point");
@@ -368,29 +368,29 @@ static int p_slot_verdict(struct ctx *x)
         const char *db = x->set.dbname;
         char buf[1024], err[1024];
 
-        EXPECT(x, preflight_slot_verdict(&x->persistent, db) == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
-               (int)preflight_slot_verdict(&x->persistent, db));
-        preflight_slot_explain(PREFLIGHT_SLOT_OTHER_PLUGIN, &x->persistent, x->slot, db,
+        EXPECT(x, preflight_slot_verdict(&x->persistent, db, "wal2json") == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
+               (int)preflight_slot_verdict(&x->persistent, db, "wal2json"));
+        preflight_slot_explain(PREFLIGHT_SLOT_OTHER_PLUGIN, &x->persistent, x->slot, db, "wal2json",
                                PREFLIGHT_AT_START, LSN_INVALID, buf, sizeof(buf));
         EXPECT(x, strstr(buf, "uses output plugin \"test_decoding\", not wal2json"), "%s", buf);
-        EXPECT(x, preflight_check_slot(&x->persistent, x->slot, db, err, sizeof(err)) == -EINVAL,
+        EXPECT(x, preflight_check_slot(&x->persistent, x->slot, db, "wal2json", err, sizeof(err)) == -EINVAL,
                "check_slot passed a test_decoding slot");
-        EXPECT(x, preflight_slot_verdict(&x->temporary, db) == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
-               (int)preflight_slot_verdict(&x->temporary, db));
-        EXPECT(x, preflight_slot_verdict(&x->absent, db) == PREFLIGHT_SLOT_MISSING, "%d",
-               (int)preflight_slot_verdict(&x->absent, db));
-        EXPECT(x, preflight_slot_verdict(&x->persistent, "other_db") == PREFLIGHT_SLOT_OTHER_PLUGIN,
+        EXPECT(x, preflight_slot_verdict(&x->temporary, db, "wal2json") == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
+               (int)preflight_slot_verdict(&x->temporary, db, "wal2json"));
+        EXPECT(x, preflight_slot_verdict(&x->absent, db, "wal2json") == PREFLIGHT_SLOT_MISSING, "%d",
+               (int)preflight_slot_verdict(&x->absent, db, "wal2json"));
+        EXPECT(x, preflight_slot_verdict(&x->persistent, "other_db", "wal2json") == PREFLIGHT_SLOT_OTHER_PLUGIN,
                "plugin is judged before the database");
         /* the same row, had its plugin been wal2json: OK, summed up from the server's figures */
         {
                 struct preflight_slot w = x->persistent;
 
                 snprintf(w.plugin, sizeof(w.plugin), "wal2json");
-                EXPECT(x, preflight_slot_verdict(&w, db) == PREFLIGHT_SLOT_OK, "%d",
-                       (int)preflight_slot_verdict(&w, db));
-                EXPECT(x, preflight_slot_verdict(&w, "other_db") == PREFLIGHT_SLOT_OTHER_DATABASE,
+                EXPECT(x, preflight_slot_verdict(&w, db, "wal2json") == PREFLIGHT_SLOT_OK, "%d",
+                       (int)preflight_slot_verdict(&w, db, "wal2json"));
+                EXPECT(x, preflight_slot_verdict(&w, "other_db", "wal2json") == PREFLIGHT_SLOT_OTHER_DATABASE,
                        "other database");
-                preflight_slot_explain(PREFLIGHT_SLOT_OK, &w, x->slot, db, PREFLIGHT_AT_START,
+                preflight_slot_explain(PREFLIGHT_SLOT_OK, &w, x->slot, db, "wal2json", PREFLIGHT_AT_START,
                                        LSN_INVALID, buf, sizeof(buf));
                 EXPECT(x, strstr(buf, ", wal_status reserved"), "%s", buf);
         }
@@ -599,8 +599,9 @@ static int p_read_synced(struct ctx *x)
                (unsigned long long)s.current_wal_lsn);
         w = s;
         snprintf(w.plugin, sizeof(w.plugin), "wal2json");
-        v = preflight_slot_verdict(&w, x->set.dbname);
-        preflight_slot_explain(v, &w, x->synced_slot, x->set.dbname, PREFLIGHT_AT_START, LSN_INVALID,
+        v = preflight_slot_verdict(&w, x->set.dbname, "wal2json");
+        preflight_slot_explain(v, &w, x->synced_slot, x->set.dbname, "wal2json", PREFLIGHT_AT_START,
+                               LSN_INVALID,
                                buf, sizeof(buf));
         if (recovery)
                 EXPECT(x, v == PREFLIGHT_SLOT_SYNCED && strstr(buf, "synchronized copy of the "
@@ -625,7 +626,7 @@ static int p_watch(struct ctx *x)
         PGresult *r;
 
         EXPECT(x, schemas && tables, "out of memory");
-        r = preflight_watch(x->c, schemas, tables, x->slot);
+        r = preflight_watch(x->c, schemas, tables, x->slot, NULL);
         free(schemas);
         free(tables);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 2) {
