@@ -555,6 +555,143 @@ static void check_slot(struct check *ck)
                     s.wal_status[0] ? ", wal_status " : "", s.wal_status);
 }
 
+/* A setting of pg_settings as text into @buf (@size bytes), "" when absent or hidden from this role. */
+static bool read_setting(struct check *ck, const char *name, char *buf, size_t size)
+{
+        const char *params[1] = {name};
+        PGresult *r = PQexecParams(ck->c, "SELECT setting, unit FROM pg_catalog.pg_settings WHERE name = $1",
+                                   1, NULL, params, NULL, NULL, 0);
+        bool found = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+
+        buf[0] = '\0';
+        if (found)
+                snprintf(buf, size, "%s%s", PQgetvalue(r, 0, 0), PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1));
+        PQclear(r);
+        return found;
+}
+
+/*
+ * A failover slot (PostgreSQL 17+; --failover, or the slot is one): on a
+ * primary, synchronized_standby_slots must name the standbys' physical
+ * slots, existing and streaming, or a failover can lose commits the relay
+ * published (and an inactive one makes the walsender wait); on a standby,
+ * what slot synchronization needs there. A standby's own settings cannot be
+ * read from the primary: the item says so.
+ */
+static void check_failover(struct check *ck)
+{
+        static const char standby_needs[] = "each standby needs sync_replication_slots = on, "
+                "hot_standby_feedback = on, primary_slot_name = its physical slot and a dbname in "
+                "primary_conninfo (run check against a standby to see its settings)";
+        bool want = ck->conf->failover || (ck->slot_read && ck->slot.exists && ck->slot.failover);
+        char sss[1024], val[1024], missing[1024] = "", inactive[1024] = "", fine[1024] = "";
+        size_t om = 0, oi = 0, of = 0;
+        const char *p, *name;
+        size_t len;
+        PGresult *r;
+
+        if (!want)
+                return;
+        if (ck->set.server_version_num < 170000) {
+                add(ck, CHECK_FAIL, "failover slot", "PostgreSQL %d has no failover slots (they came with "
+                    "17): the slot is not synchronized to any standby, and after a failover it is gone; "
+                    "fix: leave out --failover", ck->set.server_version_num / 10000);
+                return;
+        }
+        r = PQexec(ck->c, "SELECT pg_is_in_recovery()");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
+                PQclear(r);
+                if (read_setting(ck, "sync_replication_slots", val, sizeof(val)) && strcmp(val, "on") != 0)
+                        append(missing, sizeof(missing), &om, "%ssync_replication_slots = on", om ? ", " : "");
+                if (read_setting(ck, "hot_standby_feedback", val, sizeof(val)) && strcmp(val, "on") != 0)
+                        append(missing, sizeof(missing), &om, "%shot_standby_feedback = on", om ? ", " : "");
+                if (read_setting(ck, "primary_slot_name", val, sizeof(val)) && !val[0])
+                        append(missing, sizeof(missing), &om, "%sprimary_slot_name", om ? ", " : "");
+                if (read_setting(ck, "primary_conninfo", val, sizeof(val)) && !strstr(val, "dbname"))
+                        append(missing, sizeof(missing), &om, "%sa dbname in primary_conninfo", om ? ", " : "");
+                if (om)
+                        add(ck, CHECK_FAIL, "failover slot", "this standby does not synchronize failover "
+                            "slots: it lacks %s; fix: set them (ALTER SYSTEM ...; SELECT pg_reload_conf())",
+                            missing);
+                else
+                        add(ck, CHECK_PASS, "failover slot", "this standby synchronizes failover slots "
+                            "(sync_replication_slots, hot_standby_feedback, primary_slot_name, a dbname "
+                            "in primary_conninfo)");
+                return;
+        }
+        PQclear(r);
+        read_setting(ck, "synchronized_standby_slots", sss, sizeof(sss));
+        if (!sss[0]) {
+                add(ck, CHECK_FAIL, "failover slot", "synchronized_standby_slots is empty: the primary "
+                    "sends the relay commits its standbys may not have, and a failover to such a standby "
+                    "loses from the database rows Kafka has; fix: ALTER SYSTEM SET "
+                    "synchronized_standby_slots = '<the standbys' physical slots>'; SELECT "
+                    "pg_reload_conf(); and %s", standby_needs);
+                return;
+        }
+        p = sss;
+        while (*p) {
+                const char *params[1];
+                char one[128];
+
+                while (*p == ' ' || *p == ',')
+                        p++;
+                name = p;
+                while (*p && *p != ',' && *p != ' ')
+                        p++;
+                len = (size_t)(p - name);
+                if (!len || len >= sizeof(one))
+                        continue;
+                snprintf(one, sizeof(one), "%.*s", (int)len, name);
+                params[0] = one;
+                r = PQexecParams(ck->c, "SELECT active FROM pg_catalog.pg_replication_slots WHERE "
+                                 "slot_name = $1 AND slot_type = 'physical'", 1, NULL, params, NULL, NULL, 0);
+                if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0)
+                        append(missing, sizeof(missing), &om, "%s\"%s\"", om ? ", " : "", one);
+                else if (strcmp(PQgetvalue(r, 0, 0), "t") != 0)
+                        append(inactive, sizeof(inactive), &oi, "%s\"%s\"", oi ? ", " : "", one);
+                else
+                        append(fine, sizeof(fine), &of, "%s\"%s\"", of ? ", " : "", one);
+                PQclear(r);
+        }
+        if (om)
+                add(ck, CHECK_FAIL, "failover slot", "synchronized_standby_slots '%s' names %s, which is "
+                    "not a physical slot here: the relay's walsender waits for it forever; fix: create it "
+                    "(SELECT pg_create_physical_replication_slot('NAME')) for a standby's primary_slot_name, "
+                    "or take it out of synchronized_standby_slots; %s", sss, missing, standby_needs);
+        else if (oi)
+                add(ck, CHECK_WARN, "failover slot", "synchronized_standby_slots '%s' names %s, which no "
+                    "standby streams from now: until it does, the relay's walsender sends nothing newer than "
+                    "that standby has; fix: start the standby, or take its slot out; %s", sss, inactive,
+                    standby_needs);
+        else
+                add(ck, CHECK_PASS, "failover slot", "synchronized_standby_slots '%s': %s streaming, so the "
+                    "relay gets only commits those standbys have; %s", sss, fine, standby_needs);
+}
+
+/*
+ * PostgreSQL 18's idle_replication_slot_timeout: a slot nobody streams from
+ * for that long is invalidated at a checkpoint, and with it every row the
+ * relay has not published.
+ */
+static void check_idle_timeout(struct check *ck)
+{
+        char val[64];
+
+        if (!read_setting(ck, "idle_replication_slot_timeout", val, sizeof(val)))
+                return;
+        if (strcmp(val, "0") == 0 || strcmp(val, "0s") == 0 || strcmp(val, "0min") == 0)
+                add(ck, CHECK_PASS, "idle_replication_slot_timeout", "0: a slot is never invalidated for "
+                    "being idle");
+        else
+                add(ck, CHECK_WARN, "idle_replication_slot_timeout", "%s: a slot nobody streams from for "
+                    "longer (the relay down, or a warm standby waiting for it) is invalidated at the next "
+                    "checkpoint, and the rows the relay has not published are lost with it "
+                    "(`slot status` then shows invalidation_reason idle_timeout); fix: ALTER SYSTEM SET "
+                    "idle_replication_slot_timeout = 0 (or longer than the longest relay outage); SELECT "
+                    "pg_reload_conf()", val);
+}
+
 static void check_server_limits(struct check *ck)
 {
         int64_t wst = ck->set.wal_sender_timeout_ms, si = ck->conf->status_interval_ms;
@@ -1064,7 +1201,9 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 check_publication(&ck);
                 check_message_prefix(&ck);
                 check_slot(&ck);
+                check_failover(&ck);
                 check_server_limits(&ck);
+                check_idle_timeout(&ck);
         } else if (ck.c) {
                 for (size_t i = 4; i < sizeof(db_items) / sizeof(db_items[0]); i++)
                         skip(&ck, db_items[i], "the server's settings could not be read");

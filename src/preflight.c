@@ -578,7 +578,7 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
                  "SELECT s.plugin, s.slot_type, s.database, s.temporary, s.active_pid, "
                  "s.confirmed_flush_lsn, s.restart_lsn, "
                  "CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-                 "ELSE pg_current_wal_lsn() END, pg_is_in_recovery(), %s, %s, "
+                 "ELSE pg_current_wal_lsn() END, pg_is_in_recovery(), %s, %s, %s, "
                  "concat_ws(', ', 'application \"' || a.application_name || '\"', "
                  "'client ' || host(a.client_addr), "
                  "'connected since ' || to_char(a.backend_start AT TIME ZONE 'UTC', "
@@ -587,7 +587,8 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
                  "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid "
                  "WHERE s.slot_name = %.200s",
                  v >= 130000 ? "s.wal_status, s.safe_wal_size" : "NULL, NULL",
-                 v >= 170000 ? "s.failover, s.synced" : "false, false", lit);
+                 v >= 170000 ? "s.failover, s.synced" : "false, false",
+                 v >= 170000 ? "coalesce(s.invalidation_reason, '')" : "''", lit);
         PQfreemem(lit);
         /* A literal, not a parameter: replication connections take the simple protocol only. */
         r = PQexec(c, sql);
@@ -613,9 +614,10 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
                 s.safe_wal_size = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
                 s.failover = strcmp(PQgetvalue(r, 0, 11), "t") == 0;
                 s.synced = strcmp(PQgetvalue(r, 0, 12), "t") == 0;
+                snprintf(s.invalidation_reason, sizeof(s.invalidation_reason), "%s", PQgetvalue(r, 0, 13));
                 if (s.active_pid)
                         snprintf(s.holder, sizeof(s.holder), "PID %d%s%.480s", s.active_pid,
-                                 PQgetvalue(r, 0, 13)[0] ? ", " : "", PQgetvalue(r, 0, 13));
+                                 PQgetvalue(r, 0, 14)[0] ? ", " : "", PQgetvalue(r, 0, 14));
         }
         PQclear(r);
         *ret_slot = s;
@@ -635,7 +637,7 @@ enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *
                 return PREFLIGHT_SLOT_OTHER_DECODER;
         if (strcmp(s->database, dbname) != 0)
                 return PREFLIGHT_SLOT_OTHER_DATABASE;
-        if (strcmp(s->wal_status, "lost") == 0 || s->restart_lsn == LSN_INVALID)
+        if (strcmp(s->wal_status, "lost") == 0 || s->restart_lsn == LSN_INVALID || s->invalidation_reason[0])
                 return PREFLIGHT_SLOT_LOST;
         if (s->synced && s->in_recovery)
                 return PREFLIGHT_SLOT_SYNCED;
@@ -644,12 +646,47 @@ enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *
         return PREFLIGHT_SLOT_OK;
 }
 
+/*
+ * Why a slot was invalidated, as pg_replication_slots says (invalidation_reason,
+ * 17+; before, wal_status lost is all there is), into @buf.
+ */
+static void lost_cause(const struct preflight_slot *s, char *buf, size_t size)
+{
+        const char *r = s->invalidation_reason;
+
+        if (strcmp(r, "idle_timeout") == 0)
+                snprintf(buf, size, "invalidation_reason idle_timeout: nothing streamed from it for longer "
+                         "than idle_replication_slot_timeout");
+        else if (strcmp(r, "rows_removed") == 0)
+                snprintf(buf, size, "invalidation_reason rows_removed: catalog rows it needed were removed, "
+                         "on a standby for want of hot_standby_feedback and a physical slot");
+        else if (strcmp(r, "wal_level_insufficient") == 0)
+                snprintf(buf, size, "invalidation_reason wal_level_insufficient: wal_level was lowered "
+                         "below logical");
+        else if (r[0])
+                snprintf(buf, size, "invalidation_reason %s, wal_status %s; see max_slot_wal_keep_size", r,
+                         s->wal_status[0] ? s->wal_status : "unknown");
+        else
+                snprintf(buf, size, "wal_status lost, see max_slot_wal_keep_size");
+}
+
+/* The setting to change so that it does not happen again, for an invalidation_reason. */
+static const char *lost_fix(const struct preflight_slot *s)
+{
+        if (strcmp(s->invalidation_reason, "idle_timeout") == 0)
+                return "; so that a relay that is down does not lose its slot again, set "
+                       "idle_replication_slot_timeout to 0 or longer than the longest relay outage";
+        if (strcmp(s->invalidation_reason, "rows_removed") == 0)
+                return "; on a standby set hot_standby_feedback = on and primary_slot_name first";
+        return "";
+}
+
 void preflight_slot_explain(enum preflight_slot_verdict v, const struct preflight_slot *s,
                             const char *slot, const char *dbname, const char *plugin,
                             enum preflight_when when, uint64_t since_lsn, char *buf, size_t size)
 {
         bool again = when == PREFLIGHT_RECONNECTING;
-        char a[LSN_STRLEN];
+        char a[LSN_STRLEN], cause[256];
 
         lsn_format(since_lsn, a);
         switch (v) {
@@ -703,15 +740,16 @@ void preflight_slot_explain(enum preflight_slot_verdict v, const struct prefligh
                          s->database, dbname, again ? " (it was replaced while the relay was away)" : "");
                 return;
         case PREFLIGHT_SLOT_LOST:
+                lost_cause(s, cause, sizeof(cause));
                 if (again)
-                        snprintf(buf, size, "replication slot \"%s\" was invalidated (wal_status lost, see "
-                                 "max_slot_wal_keep_size): the WAL of rows not yet published after LSN %s "
-                                 "is gone. Recover them by other means, then drop the slot and start once "
-                                 "with --create-slot", slot, a);
+                        snprintf(buf, size, "replication slot \"%s\" was invalidated (%s): the WAL of rows "
+                                 "not yet published after LSN %s is gone. Recover them by other means, then "
+                                 "drop the slot and start once with --create-slot%s", slot, cause, a,
+                                 lost_fix(s));
                 else
-                        snprintf(buf, size, "replication slot \"%s\" was invalidated (wal_status lost, "
-                                 "probably max_slot_wal_keep_size): the WAL of rows not yet published is "
-                                 "gone; recover them by other means, then drop and recreate the slot", slot);
+                        snprintf(buf, size, "replication slot \"%s\" was invalidated (%s): the WAL of rows "
+                                 "not yet published is gone; recover them by other means, then drop and "
+                                 "recreate the slot%s", slot, cause, lost_fix(s));
                 return;
         case PREFLIGHT_SLOT_SYNCED:
                 snprintf(buf, size, "replication slot \"%s\" on this standby is a synchronized copy of "

@@ -278,6 +278,9 @@ struct preflight_slot {
         int64_t safe_wal_size;        /* bytes that can still be written before the slot is lost */
         bool failover;                /* PostgreSQL 17+: synchronized to standbys */
         bool synced;                  /* PostgreSQL 17+: a standby's copy, not usable until promotion */
+        char invalidation_reason[32]; /* PostgreSQL 17+: why the slot was invalidated ("wal_removed",
+                                       * "rows_removed", "wal_level_insufficient", 18's
+                                       * "idle_timeout"); "" when valid or before 17 */
         int active_pid;               /* walsender holding the slot, 0 if none */
         char holder[512];             /* that process: application name, client address, since; or "" */
         uint64_t confirmed_flush_lsn; /* LSN; LSN_INVALID if NULL */

@@ -61,6 +61,11 @@ int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_s
                 snprintf(st.wal_status, sizeof(st.wal_status), "%s", s.wal_status);
                 st.safe_wal_size_null = s.safe_wal_size_null;
                 st.safe_wal_size = s.safe_wal_size;
+                st.has_failover = PQserverVersion(c) >= 170000;
+                st.failover = s.failover;
+                st.synced = s.synced;
+                snprintf(st.invalidation_reason, sizeof(st.invalidation_reason), "%s",
+                         s.invalidation_reason);
                 *ret_st = st;
         }
         PQfinish(c);
@@ -108,6 +113,14 @@ static void print_json(const struct slotcmd_status *st, FILE *out)
                 else
                         RAW("safe_wal_size", "%" PRId64, st->safe_wal_size);
         }
+        if (st->has_failover) {
+                cJSON_AddBoolToObject(o, "failover", st->failover);
+                cJSON_AddBoolToObject(o, "synced", st->synced);
+                if (st->invalidation_reason[0])
+                        cJSON_AddStringToObject(o, "invalidation_reason", st->invalidation_reason);
+                else
+                        cJSON_AddNullToObject(o, "invalidation_reason");
+        }
 #undef RAW
         text = cJSON_PrintUnformatted(o);
         fprintf(out, "%s\n", text ? text : "{}");
@@ -150,6 +163,13 @@ void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out)
                 else
                         fprintf(out, "safe_wal_size:       %s\n",
                                 strcmp(st->wal_status, "lost") == 0 ? "-" : "unlimited");
+        }
+        if (st->has_failover) {
+                fprintf(out, "failover:            %s\n", st->failover ? "yes" : "no");
+                fprintf(out, "synced:              %s\n", st->synced ? "yes (a standby's copy of the "
+                        "primary's failover slot)" : "no");
+                fprintf(out, "invalidation_reason: %s\n", st->invalidation_reason[0] ?
+                        st->invalidation_reason : "- (valid)");
         }
 }
 

@@ -34,6 +34,10 @@ struct slotcmd_status {
         char wal_status[16];            /* "reserved", "extended", "unreserved", "lost" */
         bool safe_wal_size_null;        /* NULL: max_slot_wal_keep_size is -1 (or the slot is lost) */
         int64_t safe_wal_size;          /* bytes that can still be written before the slot is lost */
+        bool has_failover;              /* PostgreSQL 17+: failover, synced, invalidation_reason exist */
+        bool failover;                  /* synchronized to standbys that ask for it */
+        bool synced;                    /* a standby's synchronized copy of a failover slot */
+        char invalidation_reason[32];   /* "" while valid; else why (README: the remedy for each) */
 };
 
 /*
@@ -49,7 +53,8 @@ int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_s
  * slotcmd_print_status() - @st to @out as "name: value" lines, or with
  * @json as one JSON object (LSNs as pg_lsn text, sizes as integers in bytes,
  * safe_wal_size null when unlimited; fields PostgreSQL before 13 lacks are
- * left out).
+ * left out; failover, synced and invalidation_reason from 17 on, the
+ * last null while the slot is valid).
  */
 void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out);
 
