@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Checks over an ordinary (non-replication) connection before streaming:
- * server version, wal_level, server_encoding, wal2json allowed as an output
- * plugin, the outbox tables and the columns the relay reads, and the slot
- * (created with --create-slot, never silently). Each failure is one line
+ * server version, wal_level, server_encoding, the output plugin (wal2json or
+ * pgoutput) allowed and chosen, pgoutput's publication (publication.h), the
+ * outbox tables and the columns the relay reads, and the slot (created with
+ * --create-slot, never silently). Each failure is one line
  * saying what is wrong and how to fix it. Knows libpq and the catalogs
  * (pg_settings, pg_roles, pg_class, pg_attribute, pg_replication_slots), not
  * Kafka.

@@ -209,3 +209,61 @@ def test_missing_publication_without_create_slot(case):
     assert 'publication "%s" does not exist' % case.slot in out, out
     assert 'CREATE PUBLICATION "%s" FOR TABLE "public"."outbox" WITH (publish = \'insert\');' \
         % case.slot in out, out
+
+
+def test_debezium_preset_records_are_the_same_with_either_plugin(case):
+    """--preset=debezium on a Debezium outbox table (uuid id, varchar
+    columns, tracing context), with a wal2json relay and a pgoutput relay:
+    the same records byte for byte."""
+    case.query("CREATE TABLE outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) "
+               "NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, "
+               "tracingspancontext varchar(256))")
+    relays = {}
+    for plugin, tag in (("wal2json", "w"), ("pgoutput", "p")):
+        relays[tag] = case.relay("--plugin", plugin, "--preset", "debezium", "-t", "public.outboxevent",
+                                 "--topic", "%s-%s.${aggregatetype}" % (case.prefix, tag),
+                                 "--record-timestamp", "commit", slot=case.slot + "_" + tag)
+        case.extra_slots.append(case.slot + "_" + tag)
+    readers = {tag: case.reader(["^%s-%s\\..*" % (case.prefix, tag)]) for tag in relays}
+    conn = case.connect(autocommit=False)
+    in_transaction(conn, [
+        ("INSERT INTO outboxevent VALUES ('6e8d8a2c-7a3e-4cf2-9a45-b1a1c1d2e3f4', 'order', '103', "
+         "'OrderCreated', '{\"total\": 29.00}', 'traceparent=00-0af7651916cd43dd8448eb211c80319c-"
+         "b7ad6b7169203331-01')", None),
+        ("INSERT INTO outboxevent VALUES ('0b7e4f7d-2c3a-4d8e-9f10-112233445566', 'customer', 'c-1', "
+         "'CustomerUpdated', NULL, NULL)", None)])
+    for tag, reader in readers.items():
+        assert read_while_alive(reader, relays[tag], lambda recs: len(recs) >= 2, 60), case.logs()
+    got = {tag: sorted(((r.topic.split(".", 1)[1], r.key, r.value, r.headers, r.timestamp)
+                        for r in reader.records), key=lambda x: x[1])
+           for tag, reader in readers.items()}
+    assert got["p"] == got["w"], got
+    assert len(got["p"]) == 2 and got["p"][0][1] in (b"103", b"c-1"), got
+    for relay in relays.values():
+        assert relay.stop() == EXIT_OK, relay.log
+
+
+def test_exactly_once_split_transaction_with_pgoutput(case):
+    """--exactly-once with pgoutput: one transaction of interleaved rows and
+    logical messages, split over Kafka transactions and killed in the
+    middle of handing it out; the restarted relay (whose decoder holds the
+    transaction again until its commit) resumes inside it, every record once
+    for a read_committed consumer."""
+    from harness.faults import collector, sigkill, start_relay, verify_exactly_once
+    coll = collector(case, isolation="read_committed")
+    args = ["--plugin", "pgoutput", "--exactly-once", "-X", "transaction.timeout.ms=900000",
+            "--message-prefix", "outbox", "--kafka-transaction-messages=500"]
+    relay = start_relay(case, *args)
+    n = 3000
+    case.query("INSERT INTO outbox (work_id, kind, payload) SELECT 'row-' || g, 'fault', "
+               "jsonb_build_object('n', g) FROM generate_series(1, %s) g "
+               "WHERE outbox_emit('msg-' || g, 'fault', jsonb_build_object('n', g)) IS NOT NULL", (n,))
+    wait_until(lambda: len(coll.ids()) >= n // 2, 120, what="a quarter of the records", tick=coll.poll)
+    sigkill(relay)
+    wait_until(lambda: not case.slot_info()["active"], 60, what="the slot to be released", tick=coll.poll)
+    got = len(coll.ids())
+    assert got < 2 * n, "the whole transaction was in before the kill: the scenario did not happen"
+    relay = start_relay(case, *args, create_slot=False)
+    expected = ["%s-%d" % (k, i) for k in ("row", "msg") for i in range(1, n + 1)]
+    verify_exactly_once(case, coll, expected, "pgoutput_eos_split", relays=[relay])
+    assert relay.stop() == EXIT_OK, relay.log
