@@ -18,6 +18,7 @@
 #include "pgstream.h"
 #include "preflight.h"
 #include "producer.h"
+#include "publication.h"
 #include "record.h"
 
 /* Distinct template values read from each outbox table, at most. */
@@ -41,6 +42,10 @@ struct check {
         size_t ntopics;
         char system_id[32];    /* IDENTIFY_SYSTEM's, when the replication connection worked */
         bool have_slot;        /* the slot exists and is the relay's kind */
+        struct preflight_slot slot; /* the slot's row, read before the plugin items */
+        bool slot_read;
+        const char *plugin;    /* the plugin the relay would stream with: "wal2json" or "pgoutput" */
+        char plugin_why[1200]; /* why that one (preflight_choose_plugin()) */
         uint64_t slot_lsn;     /* its confirmed_flush_lsn */
         int nomem;
 };
@@ -258,50 +263,130 @@ static void installed_hint(struct check *ck, char *buf, size_t size)
         PQclear(r);
 }
 
-static void check_wal2json(struct check *ck)
+/* Which output plugins the server allows, and which one the relay would stream with. */
+static void check_output_plugins(struct check *ck)
 {
+        const struct preflight_settings *set = &ck->set;
+        char err[1024], allowed[1600];
+        bool w2j = preflight_plugin_allowed(set, "wal2json"), pgo = preflight_plugin_allowed(set, "pgoutput");
+
+        if (preflight_read_slot(ck->c, ck->conf->slot, &ck->slot, err, sizeof(err)) == 0)
+                ck->slot_read = true;
+        ck->plugin = preflight_choose_plugin(set, ck->slot_read ? &ck->slot : NULL, ck->conf->plugin,
+                                             ck->plugin_why, sizeof(ck->plugin_why));
+        if (set->has_output_plugin_libraries)
+                snprintf(allowed, sizeof(allowed), "output_plugin_libraries is '%s': %s", 
+                         set->output_plugin_libraries, w2j && pgo ? "wal2json and pgoutput allowed" :
+                         pgo ? "pgoutput allowed, wal2json not" : w2j ? "wal2json allowed, pgoutput not" :
+                         "neither wal2json nor pgoutput allowed");
+        else
+                snprintf(allowed, sizeof(allowed), "no output_plugin_libraries (a minor release before "
+                         "PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6, or a role that may not read it): "
+                         "every installed plugin is allowed");
+        if (preflight_plugin_allowed(set, ck->plugin))
+                add(ck, CHECK_PASS, "output plugins", "%s; the relay streams with %s (%s)", allowed,
+                    ck->plugin, ck->plugin_why);
+        else if (strcmp(ck->plugin, "wal2json") == 0 && pgo)
+                add(ck, CHECK_FAIL, "output plugins", "%s; the relay would stream with wal2json (%s); fix: "
+                    "start with --plugin=pgoutput (or --plugin=auto): PostgreSQL's own output plugin, "
+                    "which this server allows and every server has (README, \"Output plugins\"), or let "
+                    "the server allow wal2json (see the wal2json item)", allowed, ck->plugin_why);
+        else
+                add(ck, CHECK_FAIL, "output plugins", "%s; the relay would stream with %s (%s); fix: see "
+                    "the %s item", allowed, ck->plugin, ck->plugin_why, ck->plugin);
+}
+
+/*
+ * Whether the server loads the plugin the relay would stream with: a
+ * temporary slot of it, created and dropped. For wal2json, not installed or
+ * not allowed, the fix also names pgoutput.
+ */
+static void check_plugin_loads(struct check *ck)
+{
+        const char *plugin = ck->plugin;
+        bool w2j = strcmp(plugin, "wal2json") == 0;
         char err[1024], hint[1600], fix[2400], state[6] = "", slot[64], lsn[LSN_STRLEN], sql[128];
+        char alt[256] = "";
         uint64_t at;
         int r;
 
         if (strcmp(ck->set.wal_level, "logical") != 0 || !(ck->set.rolreplication || ck->set.rolsuper)) {
-                skip(ck, "wal2json", "needs wal_level logical and a role with REPLICATION");
+                skip(ck, plugin, "needs wal_level logical and a role with REPLICATION");
                 return;
         }
+        if (w2j && preflight_plugin_allowed(&ck->set, "pgoutput"))
+                snprintf(alt, sizeof(alt), "; or stream with pgoutput, PostgreSQL's own output plugin, "
+                         "which needs nothing installed: --plugin=pgoutput (or --plugin=auto)");
         snprintf(slot, sizeof(slot), "outbox_relay_check_%ld", (long)getpid());
-        r = preflight_create_slot(ck->c, slot, "wal2json", true, PREFLIGHT_PROBE_TIMEOUT_MS, &at, err,
+        r = preflight_create_slot(ck->c, slot, plugin, true, false, PREFLIGHT_PROBE_TIMEOUT_MS, &at, err,
                                   sizeof(err), state);
         if (r == 0) {
                 /* A temporary slot would go with the connection; drop it now all the same. */
                 snprintf(sql, sizeof(sql), "SELECT pg_drop_replication_slot('%s')", slot);
                 PQclear(PQexec(ck->c, sql));
-                add(ck, CHECK_PASS, "wal2json", "loads: temporary slot \"%s\" created at %s and "
+                add(ck, CHECK_PASS, plugin, "loads: temporary slot \"%s\" created at %s and "
                     "dropped%s%s%s", slot, lsn_format(at, lsn),
                     ck->set.has_output_plugin_libraries ? "; output_plugin_libraries is '" : "",
                     ck->set.has_output_plugin_libraries ? ck->set.output_plugin_libraries : "",
                     ck->set.has_output_plugin_libraries ? "'" : "");
         } else if (r == -ETIMEDOUT) {
                 preflight_slot_blockers(ck->c, hint, sizeof(hint));
-                add(ck, CHECK_FAIL, "wal2json", "could not tell: creating a temporary slot did not "
+                add(ck, CHECK_FAIL, plugin, "could not tell: creating a temporary slot did not "
                     "finish within %d s, because a slot's creation waits for the transactions "
                     "running on the server to end%s%s; fix: run the check again when they have ended",
                     PREFLIGHT_PROBE_TIMEOUT_MS / 1000, hint[0] ? "; it waited for " : "", hint);
-        } else if (r == -ENOENT || strstr(err, "could not access file")) {
-                add(ck, CHECK_FAIL, "wal2json", "wal2json is not installed on the server: %s; fix: "
+        } else if (w2j && (r == -ENOENT || strstr(err, "could not access file"))) {
+                add(ck, CHECK_FAIL, plugin, "wal2json is not installed on the server: %s; fix: "
                     "install it where PostgreSQL runs (Debian and Ubuntu: apt-get install "
-                    "postgresql-%d-wal2json; PGDG RPMs: wal2json_%d); no restart is needed",
-                    err, ck->set.server_version_num / 10000, ck->set.server_version_num / 10000);
+                    "postgresql-%d-wal2json; PGDG RPMs: wal2json_%d); no restart is needed%s",
+                    err, ck->set.server_version_num / 10000, ck->set.server_version_num / 10000, alt);
         } else if (r == -EACCES && strstr(err, "output_plugin_libraries")) {
-                preflight_plugin_fix(&ck->set, fix, sizeof(fix));
-                installed_hint(ck, hint, sizeof(hint));
-                add(ck, CHECK_FAIL, "wal2json", "wal2json is not allowed: %s (SQLSTATE %s); this "
+                preflight_plugin_fix(&ck->set, plugin, fix, sizeof(fix));
+                if (w2j)
+                        installed_hint(ck, hint, sizeof(hint));
+                else
+                        hint[0] = '\0';
+                add(ck, CHECK_FAIL, plugin, "%s is not allowed: %s (SQLSTATE %s); this "
                     "server refuses output plugins that output_plugin_libraries does not list, to "
                     "every role (PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6 and later minor "
-                    "releases)%s; fix: %s", err, state, hint, fix);
+                    "releases)%s; fix: %s%s", plugin, err, state, hint, fix, alt);
         } else {
-                add(ck, CHECK_FAIL, "wal2json", "%s%s%s%s; fix: see the server's message", err,
+                add(ck, CHECK_FAIL, plugin, "%s%s%s%s; fix: see the server's message", err,
                     state[0] ? " (SQLSTATE " : "", state, state[0] ? ")" : "");
         }
+}
+
+/*
+ * pgoutput's publication (publication.h): exactly the outbox tables, inserts
+ * only; the SQL that creates or fixes it otherwise.
+ */
+static void check_publication(struct check *ck)
+{
+        const struct relay_config *conf = ck->conf;
+        struct publication pub;
+        char err[CHECK_TEXT_MAX], warn[512], name[320];
+
+        if (strcmp(ck->plugin, "pgoutput") != 0)
+                return;
+        snprintf(name, sizeof(name), "publication \"%s\"", config_publication(conf));
+        if (publication_read(ck->c, config_publication(conf), conf->tables, conf->ntables, &pub, err,
+                             sizeof(err)) < 0) {
+                add(ck, CHECK_FAIL, name, "%s", err);
+                return;
+        }
+        if (publication_judge(&pub, conf, err, sizeof(err), warn, sizeof(warn)) < 0) {
+                if (!pub.exists && !(ck->slot_read && ck->slot.exists))
+                        add(ck, CHECK_WARN, name, "%s; `outbox-relay slot create` and --create-slot create "
+                            "it when the role may", err);
+                else
+                        add(ck, CHECK_FAIL, name, "%s", err);
+        } else if (warn[0]) {
+                add(ck, CHECK_WARN, name, "%s", warn);
+        } else {
+                add(ck, CHECK_PASS, name, "lists exactly the %zu outbox table%s and publishes inserts only",
+                    conf->ntables, conf->ntables == 1 ? "" : "s");
+        }
+        publication_release(&pub);
 }
 
 /*
@@ -399,9 +484,17 @@ static void check_message_prefix(struct check *ck)
                 skip(ck, "message prefix", "needs wal_level logical and a role with REPLICATION");
                 return;
         }
+        if (strcmp(ck->plugin, "pgoutput") == 0) {
+                /* pgoutput's messages option: PostgreSQL 14+, the oldest the relay supports. */
+                verdict = emit_prefix(ck, prefix, words, sizeof(words));
+                add(ck, verdict, "message prefix", "\"%s\": pgoutput sends logical messages (its messages "
+                    "option), those of every prefix, and the relay publishes the transactional ones with "
+                    "this prefix; non-transactional ones are counted and never published%s", prefix, words);
+                return;
+        }
         snprintf(slot, sizeof(slot), "outbox_relay_check_msg_%ld", (long)getpid());
-        r = preflight_create_slot(ck->c, slot, "wal2json", true, PREFLIGHT_PROBE_TIMEOUT_MS, &at, err,
-                                  sizeof(err), state);
+        r = preflight_create_slot(ck->c, slot, "wal2json", true, false, PREFLIGHT_PROBE_TIMEOUT_MS, &at,
+                                  err, sizeof(err), state);
         if (r < 0) {
                 add(ck, CHECK_SKIP, "message prefix", "cannot probe add-msg-prefixes without a "
                     "temporary wal2json slot (see the wal2json item): %s", err);
@@ -447,7 +540,7 @@ static void check_slot(struct check *ck)
                     "before it are not published)");
                 return;
         }
-        if (preflight_check_slot(&s, slot, ck->set.dbname, err, sizeof(err)) < 0) {
+        if (preflight_check_slot(&s, slot, ck->set.dbname, ck->plugin, err, sizeof(err)) < 0) {
                 add(ck, CHECK_FAIL, name, "%s", err);
                 return;
         }
@@ -457,9 +550,146 @@ static void check_slot(struct check *ck)
                 add(ck, CHECK_WARN, name, "in use by %s: a relay started now would wait as a warm "
                     "standby until it is free", s.holder);
         else
-                add(ck, CHECK_PASS, name, "plugin wal2json, database \"%s\", confirmed_flush_lsn %s%s%s",
-                    s.database, lsn_format(s.confirmed_flush_lsn, a),
+                add(ck, CHECK_PASS, name, "plugin %s, database \"%s\", confirmed_flush_lsn %s%s%s",
+                    s.plugin, s.database, lsn_format(s.confirmed_flush_lsn, a),
                     s.wal_status[0] ? ", wal_status " : "", s.wal_status);
+}
+
+/* A setting of pg_settings as text into @buf (@size bytes), "" when absent or hidden from this role. */
+static bool read_setting(struct check *ck, const char *name, char *buf, size_t size)
+{
+        const char *params[1] = {name};
+        PGresult *r = PQexecParams(ck->c, "SELECT setting, unit FROM pg_catalog.pg_settings WHERE name = $1",
+                                   1, NULL, params, NULL, NULL, 0);
+        bool found = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+
+        buf[0] = '\0';
+        if (found)
+                snprintf(buf, size, "%s%s", PQgetvalue(r, 0, 0), PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1));
+        PQclear(r);
+        return found;
+}
+
+/*
+ * A failover slot (PostgreSQL 17+; --failover, or the slot is one): on a
+ * primary, synchronized_standby_slots must name the standbys' physical
+ * slots, existing and streaming, or a failover can lose commits the relay
+ * published (and an inactive one makes the walsender wait); on a standby,
+ * what slot synchronization needs there. A standby's own settings cannot be
+ * read from the primary: the item says so.
+ */
+static void check_failover(struct check *ck)
+{
+        static const char standby_needs[] = "each standby needs sync_replication_slots = on, "
+                "hot_standby_feedback = on, primary_slot_name = its physical slot and a dbname in "
+                "primary_conninfo (run check against a standby to see its settings)";
+        bool want = ck->conf->failover || (ck->slot_read && ck->slot.exists && ck->slot.failover);
+        char sss[1024], val[1024], missing[1024] = "", inactive[1024] = "", fine[1024] = "";
+        size_t om = 0, oi = 0, of = 0;
+        const char *p, *name;
+        size_t len;
+        PGresult *r;
+
+        if (!want)
+                return;
+        if (ck->set.server_version_num < 170000) {
+                add(ck, CHECK_FAIL, "failover slot", "PostgreSQL %d has no failover slots (they came with "
+                    "17): the slot is not synchronized to any standby, and after a failover it is gone; "
+                    "fix: leave out --failover", ck->set.server_version_num / 10000);
+                return;
+        }
+        r = PQexec(ck->c, "SELECT pg_is_in_recovery()");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
+                PQclear(r);
+                if (read_setting(ck, "sync_replication_slots", val, sizeof(val)) && strcmp(val, "on") != 0)
+                        append(missing, sizeof(missing), &om, "%ssync_replication_slots = on", om ? ", " : "");
+                if (read_setting(ck, "hot_standby_feedback", val, sizeof(val)) && strcmp(val, "on") != 0)
+                        append(missing, sizeof(missing), &om, "%shot_standby_feedback = on", om ? ", " : "");
+                if (read_setting(ck, "primary_slot_name", val, sizeof(val)) && !val[0])
+                        append(missing, sizeof(missing), &om, "%sprimary_slot_name", om ? ", " : "");
+                if (read_setting(ck, "primary_conninfo", val, sizeof(val)) && !strstr(val, "dbname"))
+                        append(missing, sizeof(missing), &om, "%sa dbname in primary_conninfo", om ? ", " : "");
+                if (om)
+                        add(ck, CHECK_FAIL, "failover slot", "this standby does not synchronize failover "
+                            "slots: it lacks %s; fix: set them (ALTER SYSTEM ...; SELECT pg_reload_conf())",
+                            missing);
+                else
+                        add(ck, CHECK_PASS, "failover slot", "this standby synchronizes failover slots "
+                            "(sync_replication_slots, hot_standby_feedback, primary_slot_name, a dbname "
+                            "in primary_conninfo)");
+                return;
+        }
+        PQclear(r);
+        read_setting(ck, "synchronized_standby_slots", sss, sizeof(sss));
+        if (!sss[0]) {
+                add(ck, CHECK_FAIL, "failover slot", "synchronized_standby_slots is empty: the primary "
+                    "sends the relay commits its standbys may not have, and a failover to such a standby "
+                    "loses from the database rows Kafka has; fix: ALTER SYSTEM SET "
+                    "synchronized_standby_slots = '<the standbys' physical slots>'; SELECT "
+                    "pg_reload_conf(); and %s", standby_needs);
+                return;
+        }
+        p = sss;
+        while (*p) {
+                const char *params[1];
+                char one[128];
+
+                while (*p == ' ' || *p == ',')
+                        p++;
+                name = p;
+                while (*p && *p != ',' && *p != ' ')
+                        p++;
+                len = (size_t)(p - name);
+                if (!len || len >= sizeof(one))
+                        continue;
+                snprintf(one, sizeof(one), "%.*s", (int)len, name);
+                params[0] = one;
+                r = PQexecParams(ck->c, "SELECT active FROM pg_catalog.pg_replication_slots WHERE "
+                                 "slot_name = $1 AND slot_type = 'physical'", 1, NULL, params, NULL, NULL, 0);
+                if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0)
+                        append(missing, sizeof(missing), &om, "%s\"%s\"", om ? ", " : "", one);
+                else if (strcmp(PQgetvalue(r, 0, 0), "t") != 0)
+                        append(inactive, sizeof(inactive), &oi, "%s\"%s\"", oi ? ", " : "", one);
+                else
+                        append(fine, sizeof(fine), &of, "%s\"%s\"", of ? ", " : "", one);
+                PQclear(r);
+        }
+        if (om)
+                add(ck, CHECK_FAIL, "failover slot", "synchronized_standby_slots '%s' names %s, which is "
+                    "not a physical slot here: the relay's walsender waits for it forever; fix: create it "
+                    "(SELECT pg_create_physical_replication_slot('NAME')) for a standby's primary_slot_name, "
+                    "or take it out of synchronized_standby_slots; %s", sss, missing, standby_needs);
+        else if (oi)
+                add(ck, CHECK_WARN, "failover slot", "synchronized_standby_slots '%s' names %s, which no "
+                    "standby streams from now: until it does, the relay's walsender sends nothing newer than "
+                    "that standby has; fix: start the standby, or take its slot out; %s", sss, inactive,
+                    standby_needs);
+        else
+                add(ck, CHECK_PASS, "failover slot", "synchronized_standby_slots '%s': %s streaming, so the "
+                    "relay gets only commits those standbys have; %s", sss, fine, standby_needs);
+}
+
+/*
+ * PostgreSQL 18's idle_replication_slot_timeout: a slot nobody streams from
+ * for that long is invalidated at a checkpoint, and with it every row the
+ * relay has not published.
+ */
+static void check_idle_timeout(struct check *ck)
+{
+        char val[64];
+
+        if (!read_setting(ck, "idle_replication_slot_timeout", val, sizeof(val)))
+                return;
+        if (strcmp(val, "0") == 0 || strcmp(val, "0s") == 0 || strcmp(val, "0min") == 0)
+                add(ck, CHECK_PASS, "idle_replication_slot_timeout", "0: a slot is never invalidated for "
+                    "being idle");
+        else
+                add(ck, CHECK_WARN, "idle_replication_slot_timeout", "%s: a slot nobody streams from for "
+                    "longer (the relay down, or a warm standby waiting for it) is invalidated at the next "
+                    "checkpoint, and the rows the relay has not published are lost with it "
+                    "(`slot status` then shows invalidation_reason idle_timeout); fix: ALTER SYSTEM SET "
+                    "idle_replication_slot_timeout = 0 (or longer than the longest relay outage); SELECT "
+                    "pg_reload_conf()", val);
 }
 
 static void check_server_limits(struct check *ck)
@@ -1040,10 +1270,14 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 check_tables(&ck);
                 check_header_columns(&ck);
                 check_replication_connection(&ck);
-                check_wal2json(&ck);
+                check_output_plugins(&ck);
+                check_plugin_loads(&ck);
+                check_publication(&ck);
                 check_message_prefix(&ck);
                 check_slot(&ck);
+                check_failover(&ck);
                 check_server_limits(&ck);
+                check_idle_timeout(&ck);
         } else if (ck.c) {
                 for (size_t i = 4; i < sizeof(db_items) / sizeof(db_items[0]); i++)
                         skip(&ck, db_items[i], "the server's settings could not be read");

@@ -6,7 +6,7 @@
  * the fix. Every probe has a timeout (PREFLIGHT_PROBE_TIMEOUT_MS): libpq's
  * connect_timeout and statement_timeout, a cancelled slot creation, Kafka
  * request timeouts. Joins preflight (the SQL of each item), pgstream (the
- * temporary-slot probe of wal2json), producer (metadata, DescribeConfigs)
+ * temporary-slot probe of the output plugin), publication, producer (metadata, DescribeConfigs)
  * and record (the topic template); changes nothing but a temporary slot that
  * vanishes with its connection. Writes only in check_print().
  */

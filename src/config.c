@@ -39,6 +39,7 @@ enum opt_type {
         OPT_COLHDR,   /* COLUMN[=HEADER], appended to column_headers */
         OPT_WORKID,   /* const char *, appended to work_ids (command line only) */
         OPT_PREFIX,   /* const char *, a logical message prefix (config_valid_message_prefix()) */
+        OPT_NAME,     /* const char *, a publication name: a slot name's characters, used unquoted */
 };
 
 /* opt_def.flags: where a setting may be given, what SIGHUP does with it. */
@@ -75,8 +76,23 @@ static const struct opt_def opt_defs[] = {
          "The relay adds replication=database for the stream. Give the password in libpq's "
          "password file (passfile=, $PGPASSFILE, ~/.pgpass), never here."},
         {"slot", 'S', OPT_SLOT, OFF(slot), "outbox_relay", 0, 0, "NAME",
-         "logical replication slot (wal2json)", 0,
+         "logical replication slot", 0,
          "Lower-case letters, digits and underscores, at most 63 bytes."},
+        {"plugin", 0, OPT_CHOICE, OFF(plugin), "wal2json", 0, 0, "wal2json|pgoutput|auto",
+         "the slot's output plugin; auto: wal2json where the server allows it, else pgoutput (an "
+         "existing slot keeps its own)", 0,
+         "pgoutput is PostgreSQL's own output plugin: it needs nothing installed and no entry in "
+         "output_plugin_libraries, and gives the same Kafka records byte for byte. A slot keeps the "
+         "plugin it was created with: a slot of the other plugin is a usage error (exit 2)."},
+        {"publication", 0, OPT_NAME, OFF(publication), NULL, 0, 0, "NAME",
+         "pgoutput: the publication of the outbox tables (default: the slot's name)", 0,
+         "It must list exactly the outbox tables and publish inserts only; --create-slot and slot "
+         "create create it, before the slot, when it is missing."},
+        {"failover", 0, OPT_FLAG, OFF(failover), NULL, 0, 0, NULL,
+         "create the slot as a failover slot, synchronized to standbys (PostgreSQL 17+)", 0,
+         "For --create-slot and slot create. The standbys need sync_replication_slots = on, and "
+         "the primary synchronized_standby_slots naming their physical slots: check says what is "
+         "missing."},
         {"create-slot", 0, OPT_FLAG, OFF(create_slot), NULL, 0, 0, NULL,
          "create the slot if it does not exist (first start only)", 0,
          "Without it a missing slot is an error (exit 3). Rows already in the outbox when the "
@@ -842,6 +858,7 @@ static int apply(struct parse *p, const struct opt_def *o, const char *arg)
         case OPT_SLOT:
         case OPT_TOPIC:
         case OPT_PREFIX:
+        case OPT_NAME:
                 if (arg[0] == '\0') {
                         char w[512], l[128];
 
@@ -854,6 +871,9 @@ static int apply(struct parse *p, const struct opt_def *o, const char *arg)
                 if (o->type == OPT_SLOT && !config_valid_slot_name(arg))
                         return bad_value(p, o, arg, "PostgreSQL allows 1 to 63 lower-case letters, "
                                          "digits and underscores in a slot name");
+                if (o->type == OPT_NAME && !config_valid_slot_name(arg))
+                        return bad_value(p, o, arg, "the relay takes 1 to 63 lower-case letters, "
+                                         "digits and underscores, a name that needs no quoting");
                 if (o->type == OPT_PREFIX && !config_valid_message_prefix(arg))
                         return bad_value(p, o, arg, "a message prefix has 1 to %d ASCII letters, "
                                          "digits and '_', '.', ':', '/', '-' (wal2json's "
@@ -1395,7 +1415,7 @@ static int read_cmdline(int argc, char **argv, struct cl_arg *args, size_t *ret_
 static bool is_string(const struct opt_def *o)
 {
         return o->type == OPT_STRING || o->type == OPT_CHOICE || o->type == OPT_SLOT ||
-               o->type == OPT_TOPIC || o->type == OPT_PREFIX;
+               o->type == OPT_TOPIC || o->type == OPT_PREFIX || o->type == OPT_NAME;
 }
 
 int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err, size_t errlen)
@@ -1504,6 +1524,7 @@ static bool same_value(const struct opt_def *o, const struct relay_config *a, co
         case OPT_SLOT:
         case OPT_TOPIC:
         case OPT_PREFIX:
+        case OPT_NAME:
                 return same_string(*(const char *const *)fa, *(const char *const *)fb);
         case OPT_FLAG:
                 return *(const bool *)fa == *(const bool *)fb;

@@ -47,6 +47,9 @@ struct column_header {
 struct relay_config {
         const char *conninfo;          /* -d; NULL: libpq's PG* environment */
         const char *slot;              /* -S */
+        const char *plugin;            /* --plugin: "wal2json", "pgoutput" or "auto" */
+        const char *publication;       /* --publication; NULL: the slot's name (config_publication()) */
+        bool failover;                 /* --failover: create the slot as a failover slot (17+) */
         bool create_slot;              /* --create-slot */
         int64_t slot_create_timeout_ms; /* --slot-create-timeout, given in seconds; 0: no limit */
         struct table_name *tables;     /* -t, at least one after config_parse() */
@@ -220,6 +223,12 @@ void config_mapping(const struct relay_config *conf, char *buf, size_t size);
 
 /* config_valid_slot_name() - true for 1..63 bytes of [a-z0-9_] (PostgreSQL's rule, slot.c). */
 bool config_valid_slot_name(const char *name);
+
+/* config_publication() - the publication pgoutput streams: --publication, else the slot's name. */
+static inline const char *config_publication(const struct relay_config *conf)
+{
+        return conf->publication ? conf->publication : conf->slot;
+}
 
 /* Bytes of a --message-prefix, at most. */
 #define CONFIG_MESSAGE_PREFIX_MAX 128

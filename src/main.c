@@ -151,9 +151,15 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                 r = slotcmd_create(conf, &cr, err, sizeof(err));
                 if (r < 0)
                         break;
-                printf("created replication slot \"%s\" with plugin wal2json in database \"%s\" at "
-                       "consistent point %s\n", conf->slot, cr.database,
+                if (cr.publication_created)
+                        printf("created publication \"%s\" of the outbox tables, inserts only\n",
+                               config_publication(conf));
+                printf("created replication slot \"%s\" with plugin %s%s in database \"%s\" at "
+                       "consistent point %s\n", conf->slot, cr.plugin,
+                       conf->failover ? " as a failover slot" : "", cr.database,
                        lsn_format(cr.consistent_lsn, a));
+                if (strcmp(conf->plugin, "auto") == 0)
+                        printf("output plugin %s: %s\n", cr.plugin, cr.why);
                 if (relay_checkpoint_new_slot(conf, cr.consistent_lsn, err, sizeof(err)) < 0) {
                         log_error("%s", err);
                         return RELAY_EXIT_RETRY;

@@ -263,7 +263,7 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
         METRIC("counter", "skipped_rows_total", "Outbox rows skipped by --skip-transaction.", "%llu",
                (unsigned long long)s->c.skipped_rows);
         METRIC("counter", "ignored_records_total",
-               "wal2json records not published (updates, deletes, truncates, messages).", "%llu",
+               "Decoded records not published (updates, deletes, truncates, messages).", "%llu",
                (unsigned long long)s->c.ignored);
         METRIC("counter", "nontransactional_messages_total",
                "Non-transactional logical messages with the --message-prefix, never published.", "%llu",

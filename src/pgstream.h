@@ -2,9 +2,9 @@
 /*
  * The replication connection: connect with replication=database and pinned
  * session settings, IDENTIFY_SYSTEM, START_REPLICATION SLOT ... LOGICAL with
- * wal2json options, non-blocking reads of CopyData, standby status updates,
+ * the output plugin's options, non-blocking reads of CopyData, standby status updates,
  * and the CopyDone/drain on stop (PostgreSQL documentation "Streaming
- * Replication Protocol"; pg_recvlogical.c). Knows libpq, not wal2json's
+ * Replication Protocol"; pg_recvlogical.c). Knows libpq, not the plugin's
  * content, Kafka or the ledger.
  */
 #ifndef RELAY_PGSTREAM_H

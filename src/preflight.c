@@ -18,6 +18,7 @@
 #include "lsn.h"
 #include "pgconn.h"
 #include "pgstream.h"
+#include "publication.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -258,7 +259,7 @@ bool preflight_plugin_listed(const char *list, const char *plugin)
         return false;
 }
 
-void preflight_plugin_fix(const struct preflight_settings *set, char *buf, size_t size)
+void preflight_plugin_fix(const struct preflight_settings *set, const char *plugin, char *buf, size_t size)
 {
         const char *p = set->has_output_plugin_libraries ? set->output_plugin_libraries :
                         "pgoutput, test_decoding", *name;
@@ -273,30 +274,72 @@ void preflight_plugin_fix(const struct preflight_settings *set, char *buf, size_
         o += (size_t)snprintf(buf, size, "as a superuser (the setting is cluster-wide): ALTER SYSTEM "
                               "SET output_plugin_libraries = ");
         while (o < size && next_list_entry(&p, &name, &len))
-                if (len > 0 && !memchr(name, '\'', len) && o + len + 5 < size)
+                if (len > 0 && !memchr(name, '\'', len) && o + len + 5 < size &&
+                    !(len == strlen(plugin) && memcmp(name, plugin, len) == 0))
                         o += (size_t)snprintf(buf + o, size - o, "'%.*s', ", (int)len, name);
         if (o < size)
-                snprintf(buf + o, size - o, "'wal2json'; SELECT pg_reload_conf();%s",
+                snprintf(buf + o, size - o, "'%s'; SELECT pg_reload_conf();%s", plugin,
                          set->has_output_plugin_libraries ? "" :
                          " (keep every name SHOW output_plugin_libraries lists besides the defaults "
                          "shown; this role cannot read the setting)");
 }
 
-int preflight_check_plugin_libraries(const struct preflight_settings *set, char *err, size_t errlen)
+bool preflight_plugin_allowed(const struct preflight_settings *set, const char *plugin)
+{
+        return !set->has_output_plugin_libraries ||
+               preflight_plugin_listed(set->output_plugin_libraries, plugin);
+}
+
+int preflight_check_plugin_libraries(const struct preflight_settings *set, const char *plugin, char *err,
+                                     size_t errlen)
 {
         char fix[sizeof(set->output_plugin_libraries) * 2 + 256];
 
-        if (!set->has_output_plugin_libraries ||
-            preflight_plugin_listed(set->output_plugin_libraries, "wal2json"))
+        if (preflight_plugin_allowed(set, plugin))
                 return 0;
-        preflight_plugin_fix(set, fix, sizeof(fix));
-        seterr(err, errlen, "wal2json is not allowed as an output plugin on this server: its "
+        preflight_plugin_fix(set, plugin, fix, sizeof(fix));
+        seterr(err, errlen, "%s is not allowed as an output plugin on this server: its "
                "output_plugin_libraries (PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6 and later "
-               "minor releases) is '%s'; fix: %s", set->output_plugin_libraries, fix);
+               "minor releases) is '%s'; fix: %s%s", plugin, set->output_plugin_libraries, fix,
+               strcmp(plugin, "wal2json") == 0 ? ", or start with --plugin=pgoutput, which needs no "
+               "plugin besides PostgreSQL's own" : "");
         return -EINVAL;
 }
 
-static int check_settings(PGconn *c, struct preflight_result *res, char *err, size_t errlen)
+bool preflight_relay_plugin(const char *plugin)
+{
+        return strcmp(plugin, "wal2json") == 0 || strcmp(plugin, "pgoutput") == 0;
+}
+
+const char *preflight_choose_plugin(const struct preflight_settings *set, const struct preflight_slot *slot,
+                                    const char *wanted, char *why, size_t size)
+{
+        if (slot && slot->exists && strcmp(slot->slot_type, "logical") == 0 &&
+            preflight_relay_plugin(slot->plugin) && strcmp(wanted, "auto") == 0) {
+                snprintf(why, size, "the slot's own plugin");
+                return strcmp(slot->plugin, "wal2json") == 0 ? "wal2json" : "pgoutput";
+        }
+        if (strcmp(wanted, "auto") != 0) {
+                snprintf(why, size, "--plugin=%s", wanted);
+                return strcmp(wanted, "wal2json") == 0 ? "wal2json" : "pgoutput";
+        }
+        if (!set->has_output_plugin_libraries) {
+                snprintf(why, size, "--plugin=auto: the server has no output_plugin_libraries (or this "
+                         "role cannot read it), so wal2json is allowed");
+                return "wal2json";
+        }
+        if (preflight_plugin_listed(set->output_plugin_libraries, "wal2json")) {
+                snprintf(why, size, "--plugin=auto: output_plugin_libraries '%s' lists wal2json",
+                         set->output_plugin_libraries);
+                return "wal2json";
+        }
+        snprintf(why, size, "--plugin=auto: output_plugin_libraries '%s' does not list wal2json",
+                 set->output_plugin_libraries);
+        return "pgoutput";
+}
+
+static int check_settings(PGconn *c, struct preflight_result *res, struct preflight_settings *ret_set,
+                          char *err, size_t errlen)
 {
         struct preflight_settings set;
         int rc;
@@ -312,14 +355,13 @@ static int check_settings(PGconn *c, struct preflight_result *res, char *err, si
                 rc = preflight_check_wal_level(&set, err, errlen);
         if (rc == 0)
                 rc = preflight_check_encoding(&set, err, errlen);
-        if (rc == 0)
-                rc = preflight_check_plugin_libraries(&set, err, errlen);
         /* Not the relay's correctness but every committer's latency: said loudly, not refused
          * (the running relay's side connection says it again when the walsender becomes one). */
         if (rc == 0 && preflight_check_sync_standby(&set, err, errlen) < 0) {
                 log_error("%s", err);
                 err[0] = '\0';
         }
+        *ret_set = set;
         return rc;
 }
 
@@ -379,7 +421,7 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         PQclear(r);
         *ret_tab = tab;
         if (tab.relkind == 'p') {
-                seterr(err, errlen, "table \"%s\".\"%s\" is partitioned: wal2json reports rows "
+                seterr(err, errlen, "table \"%s\".\"%s\" is partitioned: logical decoding reports rows "
                        "under each partition's name, so list the partitions with --table instead",
                        t->schema, t->table);
                 return -EINVAL;
@@ -536,7 +578,7 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
                  "SELECT s.plugin, s.slot_type, s.database, s.temporary, s.active_pid, "
                  "s.confirmed_flush_lsn, s.restart_lsn, "
                  "CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-                 "ELSE pg_current_wal_lsn() END, pg_is_in_recovery(), %s, %s, "
+                 "ELSE pg_current_wal_lsn() END, pg_is_in_recovery(), %s, %s, %s, "
                  "concat_ws(', ', 'application \"' || a.application_name || '\"', "
                  "'client ' || host(a.client_addr), "
                  "'connected since ' || to_char(a.backend_start AT TIME ZONE 'UTC', "
@@ -545,7 +587,8 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
                  "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid "
                  "WHERE s.slot_name = %.200s",
                  v >= 130000 ? "s.wal_status, s.safe_wal_size" : "NULL, NULL",
-                 v >= 170000 ? "s.failover, s.synced" : "false, false", lit);
+                 v >= 170000 ? "s.failover, s.synced" : "false, false",
+                 v >= 170000 ? "coalesce(s.invalidation_reason, '')" : "''", lit);
         PQfreemem(lit);
         /* A literal, not a parameter: replication connections take the simple protocol only. */
         r = PQexec(c, sql);
@@ -571,26 +614,30 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
                 s.safe_wal_size = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
                 s.failover = strcmp(PQgetvalue(r, 0, 11), "t") == 0;
                 s.synced = strcmp(PQgetvalue(r, 0, 12), "t") == 0;
+                snprintf(s.invalidation_reason, sizeof(s.invalidation_reason), "%s", PQgetvalue(r, 0, 13));
                 if (s.active_pid)
                         snprintf(s.holder, sizeof(s.holder), "PID %d%s%.480s", s.active_pid,
-                                 PQgetvalue(r, 0, 13)[0] ? ", " : "", PQgetvalue(r, 0, 13));
+                                 PQgetvalue(r, 0, 14)[0] ? ", " : "", PQgetvalue(r, 0, 14));
         }
         PQclear(r);
         *ret_slot = s;
         return 0;
 }
 
-enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *s, const char *dbname)
+enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *s, const char *dbname,
+                                                   const char *plugin)
 {
         if (!s->exists)
                 return PREFLIGHT_SLOT_MISSING;
         if (strcmp(s->slot_type, "logical") != 0)
                 return PREFLIGHT_SLOT_NOT_LOGICAL;
-        if (strcmp(s->plugin, "wal2json") != 0)
+        if (!preflight_relay_plugin(s->plugin))
                 return PREFLIGHT_SLOT_OTHER_PLUGIN;
+        if (plugin && strcmp(s->plugin, plugin) != 0)
+                return PREFLIGHT_SLOT_OTHER_DECODER;
         if (strcmp(s->database, dbname) != 0)
                 return PREFLIGHT_SLOT_OTHER_DATABASE;
-        if (strcmp(s->wal_status, "lost") == 0 || s->restart_lsn == LSN_INVALID)
+        if (strcmp(s->wal_status, "lost") == 0 || s->restart_lsn == LSN_INVALID || s->invalidation_reason[0])
                 return PREFLIGHT_SLOT_LOST;
         if (s->synced && s->in_recovery)
                 return PREFLIGHT_SLOT_SYNCED;
@@ -599,18 +646,53 @@ enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *
         return PREFLIGHT_SLOT_OK;
 }
 
+/*
+ * Why a slot was invalidated, as pg_replication_slots says (invalidation_reason,
+ * 17+; before, wal_status lost is all there is), into @buf.
+ */
+static void lost_cause(const struct preflight_slot *s, char *buf, size_t size)
+{
+        const char *r = s->invalidation_reason;
+
+        if (strcmp(r, "idle_timeout") == 0)
+                snprintf(buf, size, "invalidation_reason idle_timeout: nothing streamed from it for longer "
+                         "than idle_replication_slot_timeout");
+        else if (strcmp(r, "rows_removed") == 0)
+                snprintf(buf, size, "invalidation_reason rows_removed: catalog rows it needed were removed, "
+                         "on a standby for want of hot_standby_feedback and a physical slot");
+        else if (strcmp(r, "wal_level_insufficient") == 0)
+                snprintf(buf, size, "invalidation_reason wal_level_insufficient: wal_level was lowered "
+                         "below logical");
+        else if (r[0])
+                snprintf(buf, size, "invalidation_reason %s, wal_status %s; see max_slot_wal_keep_size", r,
+                         s->wal_status[0] ? s->wal_status : "unknown");
+        else
+                snprintf(buf, size, "wal_status lost, see max_slot_wal_keep_size");
+}
+
+/* The setting to change so that it does not happen again, for an invalidation_reason. */
+static const char *lost_fix(const struct preflight_slot *s)
+{
+        if (strcmp(s->invalidation_reason, "idle_timeout") == 0)
+                return "; so that a relay that is down does not lose its slot again, set "
+                       "idle_replication_slot_timeout to 0 or longer than the longest relay outage";
+        if (strcmp(s->invalidation_reason, "rows_removed") == 0)
+                return "; on a standby set hot_standby_feedback = on and primary_slot_name first";
+        return "";
+}
+
 void preflight_slot_explain(enum preflight_slot_verdict v, const struct preflight_slot *s,
-                            const char *slot, const char *dbname, enum preflight_when when,
-                            uint64_t since_lsn, char *buf, size_t size)
+                            const char *slot, const char *dbname, const char *plugin,
+                            enum preflight_when when, uint64_t since_lsn, char *buf, size_t size)
 {
         bool again = when == PREFLIGHT_RECONNECTING;
-        char a[LSN_STRLEN];
+        char a[LSN_STRLEN], cause[256];
 
         lsn_format(since_lsn, a);
         switch (v) {
         case PREFLIGHT_SLOT_OK:
-                snprintf(buf, size, "replication slot \"%s\": plugin wal2json, database \"%s\", "
-                         "confirmed_flush_lsn %s%s%s", slot, s->database,
+                snprintf(buf, size, "replication slot \"%s\": plugin %s, database \"%s\", "
+                         "confirmed_flush_lsn %s%s%s", slot, s->plugin, s->database,
                          lsn_format(s->confirmed_flush_lsn, a), s->wal_status[0] ? ", wal_status " : "",
                          s->wal_status);
                 return;
@@ -635,9 +717,22 @@ void preflight_slot_explain(enum preflight_slot_verdict v, const struct prefligh
                          again ? " (it was replaced while the relay was away)" : "");
                 return;
         case PREFLIGHT_SLOT_OTHER_PLUGIN:
-                snprintf(buf, size, "replication slot \"%s\" uses output plugin \"%s\", not wal2json%s: "
+                snprintf(buf, size, "replication slot \"%s\" uses output plugin \"%s\", not %s%s: "
                          "choose another name with --slot", slot, s->plugin,
+                         plugin ? plugin : "wal2json or pgoutput",
                          again ? " (it was replaced while the relay was away)" : "");
+                return;
+        case PREFLIGHT_SLOT_OTHER_DECODER:
+                if (again)
+                        snprintf(buf, size, "replication slot \"%s\" uses output plugin \"%s\", not %s "
+                                 "(it was replaced while the relay was away): choose another name with "
+                                 "--slot", slot, s->plugin, plugin ? plugin : "?");
+                else
+                        snprintf(buf, size, "replication slot \"%s\" uses output plugin \"%s\", but the "
+                                 "relay was started with --plugin=%s: a slot keeps the plugin it was "
+                                 "created with. Start with --plugin=%s (or --plugin=auto, which takes the "
+                                 "slot's), or give this plugin a slot of its own with --slot", slot,
+                                 s->plugin, plugin ? plugin : "?", s->plugin);
                 return;
         case PREFLIGHT_SLOT_OTHER_DATABASE:
                 snprintf(buf, size, "replication slot \"%s\" belongs to database \"%s\", not \"%s\"%s: "
@@ -645,15 +740,16 @@ void preflight_slot_explain(enum preflight_slot_verdict v, const struct prefligh
                          s->database, dbname, again ? " (it was replaced while the relay was away)" : "");
                 return;
         case PREFLIGHT_SLOT_LOST:
+                lost_cause(s, cause, sizeof(cause));
                 if (again)
-                        snprintf(buf, size, "replication slot \"%s\" was invalidated (wal_status lost, see "
-                                 "max_slot_wal_keep_size): the WAL of rows not yet published after LSN %s "
-                                 "is gone. Recover them by other means, then drop the slot and start once "
-                                 "with --create-slot", slot, a);
+                        snprintf(buf, size, "replication slot \"%s\" was invalidated (%s): the WAL of rows "
+                                 "not yet published after LSN %s is gone. Recover them by other means, then "
+                                 "drop the slot and start once with --create-slot%s", slot, cause, a,
+                                 lost_fix(s));
                 else
-                        snprintf(buf, size, "replication slot \"%s\" was invalidated (wal_status lost, "
-                                 "probably max_slot_wal_keep_size): the WAL of rows not yet published is "
-                                 "gone; recover them by other means, then drop and recreate the slot", slot);
+                        snprintf(buf, size, "replication slot \"%s\" was invalidated (%s): the WAL of rows "
+                                 "not yet published is gone; recover them by other means, then drop and "
+                                 "recreate the slot%s", slot, cause, lost_fix(s));
                 return;
         case PREFLIGHT_SLOT_SYNCED:
                 snprintf(buf, size, "replication slot \"%s\" on this standby is a synchronized copy of "
@@ -669,14 +765,14 @@ void preflight_slot_explain(enum preflight_slot_verdict v, const struct prefligh
 }
 
 int preflight_check_slot(const struct preflight_slot *s, const char *slot, const char *dbname,
-                         char *err, size_t errlen)
+                         const char *plugin, char *err, size_t errlen)
 {
-        enum preflight_slot_verdict v = preflight_slot_verdict(s, dbname);
+        enum preflight_slot_verdict v = preflight_slot_verdict(s, dbname, plugin);
 
         if (v == PREFLIGHT_SLOT_OK || v == PREFLIGHT_SLOT_ACTIVE)
                 return 0;
-        preflight_slot_explain(v, s, slot, dbname, PREFLIGHT_AT_START, LSN_INVALID, err, errlen);
-        return -EINVAL;
+        preflight_slot_explain(v, s, slot, dbname, plugin, PREFLIGHT_AT_START, LSN_INVALID, err, errlen);
+        return v == PREFLIGHT_SLOT_OTHER_DECODER ? -EDOM : -EINVAL;
 }
 
 /* Run @sql, discarding a successful result. Returns 0 or -EIO. */
@@ -689,7 +785,7 @@ static int exec_ok(PGconn *c, const char *sql)
         return ok ? 0 : -EIO;
 }
 
-int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool temporary,
+int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool temporary, bool failover,
                           int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen,
                           char *ret_sqlstate)
 {
@@ -697,6 +793,15 @@ int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool 
         char set[96], saved[64] = "0", state[6] = "", msg[1024];
         PGresult *r;
         int rc = 0;
+
+        if (ret_sqlstate)
+                ret_sqlstate[0] = '\0';
+        if (failover && PQserverVersion(c) < 170000) {
+                seterr(err, errlen, "cannot create replication slot \"%s\" as a failover slot: "
+                       "PostgreSQL %d has none (failover slots came with 17); leave out --failover",
+                       slot, PQserverVersion(c) / 10000);
+                return -EINVAL;
+        }
 
         r = PQexec(c, "SHOW statement_timeout");
         if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
@@ -710,7 +815,10 @@ int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool 
                 seterr(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
                 return -EIO;
         }
-        r = PQexecParams(c, "SELECT lsn FROM pg_catalog.pg_create_logical_replication_slot($1, $2, $3)",
+        /* failover, the fifth argument (two_phase is the fourth), from PostgreSQL 17 */
+        r = PQexecParams(c, failover ?
+                         "SELECT lsn FROM pg_catalog.pg_create_logical_replication_slot($1, $2, $3, false, "
+                         "true)" : "SELECT lsn FROM pg_catalog.pg_create_logical_replication_slot($1, $2, $3)",
                          3, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
                 pgconn_error(r, c, msg, sizeof(msg), state);
@@ -772,49 +880,135 @@ void preflight_slot_blockers(PGconn *c, char *buf, size_t size)
         PQclear(p);
 }
 
-static int check_slot(PGconn *c, const struct relay_config *conf, struct preflight_result *res,
-                      char *err, size_t errlen)
+/*
+ * pgoutput's publication (publication.h): created first when the slot is
+ * about to be (@create), then judged; what the relay starts with is kept in
+ * @res for the side connection's rounds.
+ */
+static int check_publication(PGconn *c, const struct relay_config *conf, bool create,
+                             struct preflight_result *res, char *err, size_t errlen)
+{
+        struct publication pub;
+        char warn[512];
+        int rc;
+
+        rc = publication_read(c, config_publication(conf), conf->tables, conf->ntables, &pub, err, errlen);
+        if (rc < 0)
+                return rc == -ENOMEM ? -ENOMEM : -EINVAL;
+        if (!pub.exists && create) {
+                rc = publication_create(c, conf, err, errlen);
+                if (rc < 0) {
+                        publication_release(&pub);
+                        return rc == -EIO ? -ECONNRESET : -EINVAL;
+                }
+                log_info("created publication \"%s\" of the outbox tables, inserts only (--create-slot)",
+                         config_publication(conf));
+                publication_release(&pub);
+                rc = publication_read(c, config_publication(conf), conf->tables, conf->ntables, &pub, err,
+                                      errlen);
+                if (rc < 0)
+                        return rc == -ENOMEM ? -ENOMEM : -EINVAL;
+        }
+        rc = publication_judge(&pub, conf, err, errlen, warn, sizeof(warn));
+        if (rc == 0) {
+                if (warn[0])
+                        log_warning("%s", warn);
+                res->publication_oid = pub.oid;
+                snprintf(res->publication_xmin, sizeof(res->publication_xmin), "%s", pub.xmin);
+                free(res->pubrel_oids);
+                res->pubrel_oids = pub.rel_oids;
+                pub.rel_oids = NULL;
+        }
+        publication_release(&pub);
+        return rc < 0 ? -EINVAL : 0;
+}
+
+/* Create the slot with @plugin. Returns 0, or as preflight_create_slot() with the blockers in @err. */
+static int create_slot(PGconn *c, const struct relay_config *conf, const char *plugin, uint64_t *ret_lsn,
+                       char *err, size_t errlen)
 {
         char blockers[1536];
+        int rc;
+
+        rc = preflight_create_slot(c, conf->slot, plugin, false, conf->failover,
+                                   (int)conf->slot_create_timeout_ms, ret_lsn, err, errlen, NULL);
+        if (rc == -ETIMEDOUT) {
+                preflight_slot_blockers(c, blockers, sizeof(blockers));
+                if (blockers[0])
+                        snprintf(err + strlen(err), errlen - strlen(err), "; it waited for %s", blockers);
+        }
+        return rc;
+}
+
+/*
+ * The slot and its plugin: the plugin chosen (--plugin, auto: the slot's,
+ * else what the server allows), allowed by the server, pgoutput's
+ * publication, the slot created with --create-slot when missing (with auto,
+ * pgoutput when wal2json turns out not to be installed), then judged.
+ */
+static int check_slot(PGconn *c, const struct relay_config *conf, const struct preflight_settings *set,
+                      struct preflight_result *res, char *err, size_t errlen)
+{
         struct preflight_slot s;
+        const char *plugin;
+        char why[1200];
         uint64_t lsn;
         int rc;
 
         rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
         if (rc < 0)
                 return rc;
-        if (!s.exists && conf->create_slot) {
-                rc = preflight_create_slot(c, conf->slot, "wal2json", false,
-                                           (int)conf->slot_create_timeout_ms, &lsn, err, errlen, NULL);
-                if (rc == -ETIMEDOUT) {
-                        preflight_slot_blockers(c, blockers, sizeof(blockers));
-                        if (blockers[0])
-                                snprintf(err + strlen(err), errlen - strlen(err), "; it waited for %s",
-                                         blockers);
+        plugin = preflight_choose_plugin(set, &s, conf->plugin, why, sizeof(why));
+        if (s.exists) {
+                rc = preflight_check_slot(&s, conf->slot, res->dbname, plugin, err, errlen);
+                if (rc < 0)
+                        return rc;
+        } else if (!conf->create_slot) {
+                preflight_slot_explain(PREFLIGHT_SLOT_MISSING, &s, conf->slot, res->dbname, plugin,
+                                       PREFLIGHT_AT_START, LSN_INVALID, err, errlen);
+                return -ENOENT;
+        }
+        rc = preflight_check_plugin_libraries(set, plugin, err, errlen);
+        if (rc == 0 && strcmp(plugin, "pgoutput") == 0)
+                rc = check_publication(c, conf, !s.exists, res, err, errlen);
+        if (rc < 0)
+                return rc;
+        if (!s.exists) {
+                rc = create_slot(c, conf, plugin, &lsn, err, errlen);
+                if (rc == -ENOENT && strcmp(conf->plugin, "auto") == 0 && strcmp(plugin, "wal2json") == 0) {
+                        log_info("--plugin=auto: wal2json is allowed but not installed (%s): using pgoutput",
+                                 err);
+                        plugin = "pgoutput";
+                        snprintf(why, sizeof(why), "--plugin=auto: wal2json is not installed");
+                        rc = preflight_check_plugin_libraries(set, plugin, err, errlen);
+                        if (rc == 0)
+                                rc = check_publication(c, conf, true, res, err, errlen);
+                        if (rc < 0)
+                                return rc;
+                        rc = create_slot(c, conf, plugin, &lsn, err, errlen);
                 }
                 if (rc == -EIO)
                         return -ECONNRESET;
                 if (rc < 0)
                         return -EINVAL;
                 res->slot_created = true;
-                log_info("created replication slot \"%s\" with plugin wal2json at consistent point %s",
-                         conf->slot, lsn_format(lsn, (char[LSN_STRLEN]){0}));
+                log_info("created replication slot \"%s\" with plugin %s%s at consistent point %s", conf->slot,
+                         plugin, conf->failover ? " as a failover slot" : "",
+                         lsn_format(lsn, (char[LSN_STRLEN]){0}));
                 warn_existing_rows(c, conf);
                 rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
                 if (rc < 0)
                         return rc;
+                rc = preflight_check_slot(&s, conf->slot, res->dbname, plugin, err, errlen);
+                if (rc < 0)
+                        return rc;
         }
-        if (!s.exists) {
-                preflight_slot_explain(PREFLIGHT_SLOT_MISSING, &s, conf->slot, res->dbname,
-                                       PREFLIGHT_AT_START, LSN_INVALID, err, errlen);
-                return -ENOENT;
-        }
-        rc = preflight_check_slot(&s, conf->slot, res->dbname, err, errlen);
-        if (rc == 0) {
-                res->confirmed_flush_lsn = s.confirmed_flush_lsn;
-                res->restart_lsn = s.restart_lsn;
-        }
-        return rc;
+        if (strcmp(conf->plugin, "auto") == 0)
+                log_info("output plugin %s (%s)", plugin, why);
+        snprintf(res->plugin, sizeof(res->plugin), "%s", plugin);
+        res->confirmed_flush_lsn = s.confirmed_flush_lsn;
+        res->restart_lsn = s.restart_lsn;
+        return 0;
 }
 
 /*
@@ -888,6 +1082,7 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
                   struct preflight_result *ret_res, char *err, size_t errlen)
 {
         struct preflight_result res = {0};
+        struct preflight_settings set;
         struct preflight_table tab;
         PGconn *c;
         int r;
@@ -895,7 +1090,7 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
         r = preflight_connect(conf->conninfo, 0, &c, err, errlen);
         if (r < 0)
                 return r;
-        r = check_settings(c, &res, err, errlen);
+        r = check_settings(c, &res, &set, err, errlen);
         res.table_oids = calloc(conf->ntables ? conf->ntables : 1, sizeof(*res.table_oids));
         if (!res.table_oids) {
                 seterr(err, errlen, "out of memory");
@@ -918,7 +1113,7 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
         if (r == 0)
                 r = check_replication(conf, &res, err, errlen);
         if (r == 0)
-                r = check_slot(c, conf, &res, err, errlen);
+                r = check_slot(c, conf, &set, &res, err, errlen);
         /*
          * A query that failed because the server went away (restarting, the
          * connection cut) is worth retrying like a failed connect, whatever
@@ -936,6 +1131,8 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
 
 void preflight_result_release(struct preflight_result *res)
 {
+        free(res->pubrel_oids);
+        res->pubrel_oids = NULL;
         free(res->table_oids);
         free(res->json_domains);
         res->table_oids = NULL;
@@ -945,12 +1142,14 @@ void preflight_result_release(struct preflight_result *res)
 
 const char PREFLIGHT_WATCH_SQL[] =
         "SELECT t.i, c.oid, c.relkind, c.relpersistence, s.active_pid, s.confirmed_flush_lsn, "
-        "r.sync_state "
+        "r.sync_state, p.oid, p.xmin, p.pubinsert, pr.oid "
         "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(sch, rel, i) "
         "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.sch "
         "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel "
         "LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $3 "
         "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid "
+        "LEFT JOIN pg_catalog.pg_publication p ON p.pubname = $4 "
+        "LEFT JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = p.oid AND pr.prrelid = c.oid "
         "ORDER BY t.i";
 
 char *preflight_watch_array(const struct table_name *tables, size_t n, bool schemas)
@@ -981,9 +1180,10 @@ char *preflight_watch_array(const struct table_name *tables, size_t n, bool sche
         return buf;
 }
 
-PGresult *preflight_watch(PGconn *c, const char *schemas, const char *tables, const char *slot)
+PGresult *preflight_watch(PGconn *c, const char *schemas, const char *tables, const char *slot,
+                          const char *publication)
 {
-        const char *params[3] = {schemas, tables, slot};
+        const char *params[4] = {schemas, tables, slot, publication};
 
-        return PQexecParams(c, PREFLIGHT_WATCH_SQL, 3, NULL, params, NULL, NULL, 0);
+        return PQexecParams(c, PREFLIGHT_WATCH_SQL, 4, NULL, params, NULL, NULL, 0);
 }

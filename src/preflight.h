@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Checks over an ordinary (non-replication) connection before streaming:
- * server version, wal_level, server_encoding, wal2json allowed as an output
- * plugin, the outbox tables and the columns the relay reads, and the slot
- * (created with --create-slot, never silently). Each failure is one line
+ * server version, wal_level, server_encoding, the output plugin (wal2json or
+ * pgoutput) allowed and chosen, pgoutput's publication (publication.h), the
+ * outbox tables and the columns the relay reads, and the slot (created with
+ * --create-slot, never silently). Each failure is one line
  * saying what is wrong and how to fix it. Knows libpq and the catalogs
  * (pg_settings, pg_roles, pg_class, pg_attribute, pg_replication_slots), not
  * Kafka.
@@ -23,6 +24,8 @@
 
 #include "config.h"
 
+struct preflight_slot;
+
 struct preflight_result {
         int server_version_num;      /* e.g. 150020 */
         uint64_t confirmed_flush_lsn; /* the slot's, LSN; LSN_INVALID right after creation */
@@ -32,6 +35,11 @@ struct preflight_result {
         char dbname[256];
         char system_id[32];          /* IDENTIFY_SYSTEM's, decimal text */
         uint32_t *table_oids;        /* pg_class.oid of each conf->tables[i]; the caller frees it */
+        char plugin[16];             /* the slot's output plugin: "wal2json" or "pgoutput" */
+        /* pgoutput: the publication as the relay started with it (publication.h) */
+        uint32_t publication_oid;
+        char publication_xmin[16];
+        uint32_t *pubrel_oids;       /* pg_publication_rel.oid per conf->tables[i]; freed with the rest */
         uint32_t *json_domains;      /* type OIDs of the domains over json and jsonb; the caller frees it */
         size_t njson_domains;
 };
@@ -51,10 +59,16 @@ struct preflight_result {
  * checks (the server restarting: both worth retrying); -EPROTONOSUPPORT
  * when a connection pooler is in between (the replication connection, tried
  * before any slot is created, does not reach a walsender); -ENOENT when the slot
- * is missing and --create-slot was not given; -EINVAL for any other failed
- * check (wrong setting, missing table or column, slot of another plugin or
- * database, an invalidated slot, wal2json refused, the slot's creation
- * cancelled after --slot-create-timeout), the reason and fix in @err.
+ * is missing and --create-slot was not given; -EDOM when the slot's plugin
+ * is the relay's other one, not --plugin's (a usage error); -EINVAL for any
+ * other failed check (wrong setting, missing table or column, slot of
+ * another plugin or database, an invalidated slot, the plugin refused by
+ * output_plugin_libraries, pgoutput's publication missing or not the
+ * relay's (publication.h), the slot's creation cancelled after
+ * --slot-create-timeout), the reason and fix in @err. The plugin streamed
+ * with goes to @ret_res->plugin (--plugin=auto: chosen and logged here);
+ * with --create-slot a missing slot (and for pgoutput, first, a missing
+ * publication) is created.
  */
 int preflight_run(const struct relay_config *conf, const char *const *columns, size_t ncolumns,
                   struct preflight_result *ret_res, char *err, size_t errlen);
@@ -140,12 +154,14 @@ int preflight_check_encoding(const struct preflight_settings *set, char *err, si
 /*
  * preflight_check_plugin_libraries() - 0, or -EINVAL and the ALTER SYSTEM
  * that fixes it in @err when output_plugin_libraries exists, this role can
- * read it, and it does not list wal2json: the server then refuses wal2json to
- * every role, superusers too (the setting came with the minor releases of
- * 2026-08-13: PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6). Older servers
- * have no such setting and allow every installed plugin.
+ * read it, and it does not list @plugin ("wal2json" or "pgoutput"): the
+ * server then refuses that plugin to every role, superusers too (the
+ * setting came with the minor releases of 2026-08-13: PostgreSQL 14.24,
+ * 15.19, 16.15, 17.11, 18.6). Older servers have no such setting and allow
+ * every installed plugin. For wal2json the fix also names --plugin=pgoutput.
  */
-int preflight_check_plugin_libraries(const struct preflight_settings *set, char *err, size_t errlen);
+int preflight_check_plugin_libraries(const struct preflight_settings *set, const char *plugin, char *err,
+                                     size_t errlen);
 
 /*
  * preflight_sync_standby_named() - true if synchronous_standby_names text
@@ -168,6 +184,9 @@ bool preflight_sync_standby_named(const char *names, const char *application_nam
  */
 int preflight_check_sync_standby(const struct preflight_settings *set, char *err, size_t errlen);
 
+/* preflight_plugin_allowed() - false only when @set's output_plugin_libraries exists and lacks @plugin. */
+bool preflight_plugin_allowed(const struct preflight_settings *set, const char *plugin);
+
 /*
  * preflight_plugin_listed() - true if the list setting text @list (as SHOW
  * prints output_plugin_libraries: names separated by commas, optionally
@@ -176,13 +195,28 @@ int preflight_check_sync_standby(const struct preflight_settings *set, char *err
 bool preflight_plugin_listed(const char *list, const char *plugin);
 
 /*
- * preflight_plugin_fix() - the fix that allows wal2json, into @buf (@size
+ * preflight_plugin_fix() - the fix that allows @plugin, into @buf (@size
  * bytes, truncated): "as a superuser ...: ALTER SYSTEM SET
  * output_plugin_libraries = 'pgoutput', 'test_decoding', 'wal2json'; SELECT
  * pg_reload_conf();", keeping every name @set lists (PostgreSQL's default
  * list when this role cannot read the setting).
  */
-void preflight_plugin_fix(const struct preflight_settings *set, char *buf, size_t size);
+void preflight_plugin_fix(const struct preflight_settings *set, const char *plugin, char *buf, size_t size);
+
+/* preflight_relay_plugin() - true for the output plugins the relay decodes: wal2json, pgoutput. */
+bool preflight_relay_plugin(const char *plugin);
+
+/*
+ * preflight_choose_plugin() - the output plugin to stream with for --plugin
+ * @wanted ("wal2json", "pgoutput" or "auto"): with auto, the plugin of the
+ * existing slot @slot (may be NULL) when it is one the relay decodes, else
+ * wal2json when @set's output_plugin_libraries allows it (or does not
+ * exist), else pgoutput; otherwise @wanted (a slot of the other plugin is
+ * preflight_slot_verdict()'s business). Why, in words, into @why (@size
+ * bytes). Returns a static string. Pure: no SQL.
+ */
+const char *preflight_choose_plugin(const struct preflight_settings *set, const struct preflight_slot *slot,
+                                    const char *wanted, char *why, size_t size);
 
 /* What preflight_check_table() found out about one outbox table. */
 struct preflight_table {
@@ -245,6 +279,9 @@ struct preflight_slot {
         int64_t safe_wal_size;        /* bytes that can still be written before the slot is lost */
         bool failover;                /* PostgreSQL 17+: synchronized to standbys */
         bool synced;                  /* PostgreSQL 17+: a standby's copy, not usable until promotion */
+        char invalidation_reason[32]; /* PostgreSQL 17+: why the slot was invalidated ("wal_removed",
+                                       * "rows_removed", "wal_level_insufficient", 18's
+                                       * "idle_timeout"); "" when valid or before 17 */
         int active_pid;               /* walsender holding the slot, 0 if none */
         char holder[512];             /* that process: application name, client address, since; or "" */
         uint64_t confirmed_flush_lsn; /* LSN; LSN_INVALID if NULL */
@@ -266,18 +303,24 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
 
 /* The one verdict on a slot that the relay, preflight, `check` and `slot` all word from. */
 enum preflight_slot_verdict {
-        PREFLIGHT_SLOT_OK,             /* a wal2json slot of this database, free to stream from */
+        PREFLIGHT_SLOT_OK,             /* a slot of the plugin and database, free to stream from */
         PREFLIGHT_SLOT_MISSING,
         PREFLIGHT_SLOT_NOT_LOGICAL,    /* a physical slot of that name */
-        PREFLIGHT_SLOT_OTHER_PLUGIN,
+        PREFLIGHT_SLOT_OTHER_PLUGIN,   /* a plugin the relay does not decode */
+        PREFLIGHT_SLOT_OTHER_DECODER,  /* the relay's other plugin: --plugin names the wrong one */
         PREFLIGHT_SLOT_OTHER_DATABASE,
         PREFLIGHT_SLOT_LOST,           /* invalidated: wal_status lost or no restart_lsn */
         PREFLIGHT_SLOT_SYNCED,         /* a standby's synchronized copy (17+) */
         PREFLIGHT_SLOT_ACTIVE,         /* fine, but held by another process now */
 };
 
-/* preflight_slot_verdict() - the verdict on @s for streaming from database @dbname. */
-enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *s, const char *dbname);
+/*
+ * preflight_slot_verdict() - the verdict on @s for streaming from database
+ * @dbname with output plugin @plugin ("wal2json" or "pgoutput"; NULL:
+ * either).
+ */
+enum preflight_slot_verdict preflight_slot_verdict(const struct preflight_slot *s, const char *dbname,
+                                                   const char *plugin);
 
 /* When a verdict is worded: the wording says what is known then and what to do. */
 enum preflight_when {
@@ -287,27 +330,31 @@ enum preflight_when {
 
 /*
  * preflight_slot_explain() - what verdict @v on slot @slot (row @s, database
- * @dbname) means and the fix, as one sentence without a trailing period, into
- * @buf (@size bytes, truncated). @since_lsn (PREFLIGHT_RECONNECTING) is the
- * LSN up to which the relay published; rows committed after it are at risk.
- * PREFLIGHT_SLOT_OK gives a summary of the slot.
+ * @dbname, wanted plugin @plugin or NULL for either) means and the fix, as
+ * one sentence without a trailing period, into @buf (@size bytes,
+ * truncated). @since_lsn (PREFLIGHT_RECONNECTING) is the LSN up to which the
+ * relay published; rows committed after it are at risk. PREFLIGHT_SLOT_OK
+ * gives a summary of the slot.
  */
 void preflight_slot_explain(enum preflight_slot_verdict v, const struct preflight_slot *s,
-                            const char *slot, const char *dbname, enum preflight_when when,
-                            uint64_t since_lsn, char *buf, size_t size);
+                            const char *slot, const char *dbname, const char *plugin,
+                            enum preflight_when when, uint64_t since_lsn, char *buf, size_t size);
 
 /*
  * preflight_check_slot() - 0 if the existing slot @s named @slot can be
- * streamed from database @dbname (PREFLIGHT_SLOT_OK or _ACTIVE), or -EINVAL
- * with preflight_slot_explain()'s sentence in @err.
+ * streamed from database @dbname with @plugin (NULL: either of the relay's)
+ * (PREFLIGHT_SLOT_OK or _ACTIVE); -EDOM for a slot of the relay's other
+ * plugin (the caller's --plugin is wrong: a usage error); -EINVAL otherwise;
+ * both with preflight_slot_explain()'s sentence in @err.
  */
 int preflight_check_slot(const struct preflight_slot *s, const char *slot, const char *dbname,
-                         char *err, size_t errlen);
+                         const char *plugin, char *err, size_t errlen);
 
 /*
  * preflight_create_slot() - pg_create_logical_replication_slot(@slot,
- * @plugin, @temporary) over the ordinary connection @c (PostgreSQL 10+;
- * a temporary slot goes away with @c). Creating a slot waits for the
+ * @plugin, @temporary), with @failover also its fifth argument, failover
+ * (PostgreSQL 17+: the slot is synchronized to standbys that ask for it),
+ * over the ordinary connection @c (a temporary slot goes away with @c). Creating a slot waits for the
  * transactions running on the server to end (its consistent point): with
  * @timeout_ms > 0 the server itself cancels the creation after that long
  * (statement_timeout, set for this statement only), so a client that gives
@@ -317,11 +364,12 @@ int preflight_check_slot(const struct preflight_slot *s, const char *slot, const
  * -ETIMEDOUT (cancelled after @timeout_ms), -EACCES (42501: the role lacks
  * REPLICATION, or the server's output_plugin_libraries does not list
  * @plugin), -ENOENT (58P01: the plugin's library is not installed), -EINVAL
- * (any other refusal), -EIO (the connection failed): each with
+ * (@failover on a server before 17, or any other refusal), -EIO (the
+ * connection failed): each with
  * "cannot create replication slot ...: <server's message>" in @err and the
  * SQLSTATE in @ret_sqlstate (6 bytes, "" if none).
  */
-int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool temporary,
+int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool temporary, bool failover,
                           int timeout_ms, uint64_t *ret_lsn, char *err, size_t errlen,
                           char *ret_sqlstate);
 
@@ -339,9 +387,12 @@ void preflight_slot_blockers(PGconn *c, char *buf, size_t size);
  * configured table in order (i), its pg_class oid, relkind and
  * relpersistence (NULL when the name resolves to nothing), then on every row
  * the slot's active_pid and confirmed_flush_lsn and that walsender's
- * sync_state in pg_stat_replication. Parameters: $1 and $2 the tables'
- * schemas and names as text[] literals (preflight_watch_array()), $3 the slot.
- * Columns of every supported major (tests/sqlmatrix).
+ * sync_state in pg_stat_replication, then pgoutput's publication: its oid,
+ * xmin and pubinsert, and per table its pg_publication_rel.oid (NULL when
+ * the table is not listed; all four NULL without a publication).
+ * Parameters: $1 and $2 the tables' schemas and names as text[] literals
+ * (preflight_watch_array()), $3 the slot, $4 the publication (NULL with
+ * wal2json). Columns of every supported major (tests/sqlmatrix).
  */
 extern const char PREFLIGHT_WATCH_SQL[];
 
@@ -357,6 +408,7 @@ char *preflight_watch_array(const struct table_name *tables, size_t n, bool sche
  * result is the caller's (PQclear()). The relay sends the same statement
  * without waiting, on its side connection.
  */
-PGresult *preflight_watch(PGconn *c, const char *schemas, const char *tables, const char *slot);
+PGresult *preflight_watch(PGconn *c, const char *schemas, const char *tables, const char *slot,
+                          const char *publication);
 
 #endif

@@ -8,7 +8,7 @@
  * by a window of the --time-column (and --kind), read with SQL in one
  * REPEATABLE READ snapshot through a cursor, REDRIVE_BATCH_ROWS at a time,
  * and each turned into the record the relay makes of its INSERT: a SQL row
- * is rewritten into the form wal2json gives it (redrive_wal2json_value())
+ * is rewritten into the form wal2json gives it (w2j_value_from_text())
  * and goes through record_extract(), so key, value, topic, ce_id, ce_type,
  * ce_source (the system identifier from pg_control_system(), else
  * IDENTIFY_SYSTEM), content-type and the extra headers are the relay's. What the
@@ -122,18 +122,6 @@ int redrive_run(const struct relay_config *conf, FILE *out, struct redrive_resul
  */
 int redrive_parse_time(const char *text, int64_t *ret_us);
 
-/*
- * redrive_wal2json_value() - the value wal2json (format-version 2, its
- * pg_decode_write_value()) writes for a column of type @typeoid (the
- * attribute's own type, pg_attribute.atttypid: a domain is not its base
- * type) whose SQL text is @text (@len bytes, NUL-terminated, as libpq gives
- * it with bytea_output=hex) or SQL NULL (@is_null): booleans "t"/"f" become
- * true/false, bytea loses its "\x", NaN and infinities of the numeric types
- * become null, numbers are marked was_number. Everything else is the SQL
- * text. @ret_val borrows @text or static strings.
- */
-void redrive_wal2json_value(uint32_t typeoid, const char *text, size_t len, bool is_null,
-                            struct w2j_value *ret_val);
 
 /*
  * redrive_row_headers() - the headers of a redriven row's record into @h

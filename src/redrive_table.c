@@ -342,7 +342,7 @@ static int redrive_row(struct redrive *rd, struct record_spec *spec, const PGres
                 col->typeoid = col_oid(tc, col->name);
                 if (!col->typeoid)
                         col->typeoid = (uint32_t)PQftype(r, j);
-                redrive_wal2json_value(col->typeoid, PQgetvalue(r, i, j),
+                w2j_value_from_text(col->typeoid, PQgetvalue(r, i, j),
                                        (size_t)PQgetlength(r, i, j), PQgetisnull(r, i, j), &col->value);
         }
         rec.columns = cols;

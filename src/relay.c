@@ -34,6 +34,8 @@
 #define BROKER_CHECK_MS 10000
 #define STOPPING_GRACE_MS 2000    /* a stopping server: let acks drain this long before ending the stream */
 
+#define PLUGIN_OPTIONS_MAX 18      /* names and values of an output plugin's options */
+
 enum { SESSION_ENDED, SESSION_SLOT_BUSY };
 
 bool relay_backpressured(const struct relay *r)
@@ -166,6 +168,11 @@ static int read_stream(struct relay *r, bool draining)
                         return -EIO;
                 if (!draining && relay_backpressured(r))
                         return 0;
+                /* The rest of a pgoutput transaction handed out before reading on. */
+                if (!draining && r->pgo.dec && pgo_ready(r->pgo.dec)) {
+                        relay_pgo_drain(r);
+                        continue;
+                }
                 ret = pgstream_read(r->pg, &buf, &len, err, sizeof(err), state);
                 if (ret == 0)
                         return 0;
@@ -186,7 +193,12 @@ static int read_stream(struct relay *r, bool draining)
                 if (m.wal_end > r->fb.server_lsn)
                         r->fb.server_lsn = m.wal_end;
                 if (m.kind == REPLMSG_KEEPALIVE) {
-                        if (!draining)
+                        /*
+                         * Not inside a pgoutput transaction whose Begin the ledger has not
+                         * seen yet (its end LSN comes with its Commit): the keepalive's
+                         * walEnd is then no promise about it.
+                         */
+                        if (!draining && !relay_pgo_busy(r))
                                 ledger_keepalive(r->ledger, m.wal_end);
                         if (m.reply_requested)
                                 relay_note_reply_request(r, m.wal_end);
@@ -338,9 +350,9 @@ static int check_slot(struct relay *r, struct preflight_slot *ret_slot)
                 relay_fail(r, RELAY_EXIT_RETRY, "%s", err);
                 return -EIO;
         }
-        v = preflight_slot_verdict(&slot, r->pre.dbname);
-        preflight_slot_explain(v, &slot, r->conf->slot, r->pre.dbname, PREFLIGHT_RECONNECTING,
-                               ledger_flush_lsn(r->ledger), err, sizeof(err));
+        v = preflight_slot_verdict(&slot, r->pre.dbname, r->pre.plugin);
+        preflight_slot_explain(v, &slot, r->conf->slot, r->pre.dbname, r->pre.plugin,
+                               PREFLIGHT_RECONNECTING, ledger_flush_lsn(r->ledger), err, sizeof(err));
         if (v == PREFLIGHT_SLOT_ACTIVE) {
                 relay_note_standby(r, err);
                 return -EBUSY;
@@ -380,10 +392,16 @@ static int eos_session(struct relay *r)
         return 0;
 }
 
-/* One replication connection, from connect to end. Returns SESSION_*. */
-static int session(struct relay *r)
+/*
+ * The output plugin's options for START_REPLICATION: wal2json's (format
+ * version 2 with what the relay reads, add-tables, add-msg-prefixes), or
+ * pgoutput's (protocol version 1, text values, the publication, logical
+ * messages with --message-prefix). Sets @st.
+ */
+static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX],
+                           struct pgstream_start *st)
 {
-        const char *opts[] = {
+        const char *w2j[] = {
                 "format-version", "2",       "include-transaction", "true",
                 "include-lsn", "true",       "include-xids", "true",
                 "include-timestamp", "true",
@@ -393,8 +411,25 @@ static int session(struct relay *r)
                 /* Last, sent only with --message-prefix: the walsender then sends no other messages. */
                 "add-msg-prefixes", r->conf->message_prefix,
         };
-        struct pgstream_start st = {r->conf->slot, opts,
-                                    sizeof(opts) / sizeof(opts[0]) / 2 - !r->conf->message_prefix};
+        const char *pgo[] = {
+                /* Version 1: text values (binary is off), no streaming, no two-phase: all that is needed. */
+                "proto_version", "1",
+                "publication_names", config_publication(r->conf),
+                /* Last, sent only with --message-prefix: pgoutput then sends messages of every prefix. */
+                "messages", "true",
+        };
+        const char **v = r->pgo.dec ? pgo : w2j;
+        size_t n = r->pgo.dec ? sizeof(pgo) / sizeof(pgo[0]) : sizeof(w2j) / sizeof(w2j[0]);
+
+        memcpy(opts, v, n * sizeof(*v));
+        *st = (struct pgstream_start){r->conf->slot, opts, n / 2 - !r->conf->message_prefix};
+}
+
+/* One replication connection, from connect to end. Returns SESSION_*. */
+static int session(struct relay *r)
+{
+        const char *opts[PLUGIN_OPTIONS_MAX];
+        struct pgstream_start st;
         char err[ERRLEN], state[6] = "", a[LSN_STRLEN];
         struct preflight_slot slot;
         int ret;
@@ -436,6 +471,10 @@ static int session(struct relay *r)
         relay_set_state(r, "checking the slot's checkpoint");
         if (relay_watch_before_stream(r, &slot) < 0)
                 return SESSION_ENDED;
+        /* A new walsender sends every Relation message again and starts at a transaction's Begin. */
+        if (r->pgo.dec)
+                pgo_reset(r->pgo.dec);
+        plugin_options(r, opts, &st);
         ret = pgstream_start(r->pg, &st, err, sizeof(err), state);
         if (ret < 0) {
                 if (strcmp(state, "55006") == 0) {
@@ -450,7 +489,7 @@ static int session(struct relay *r)
                          * verdict, and the same advice, as a slot found missing.
                          */
                         preflight_slot_explain(PREFLIGHT_SLOT_MISSING, &slot, r->conf->slot,
-                                               r->pre.dbname, PREFLIGHT_RECONNECTING,
+                                               r->pre.dbname, r->pre.plugin, PREFLIGHT_RECONNECTING,
                                                ledger_flush_lsn(r->ledger), err, sizeof(err));
                         relay_fail(r, RELAY_EXIT_ENVIRONMENT, "%s", err);
                         return SESSION_ENDED;
@@ -696,8 +735,15 @@ static int start(struct relay *r)
         ret = preflight_run(conf, tcols, ntcols, &r->pre, err, sizeof(err));
         if (ret < 0) {
                 relay_fail(r, ret == -ECONNREFUSED || ret == -ECONNRESET ? RELAY_EXIT_RETRY :
-                           RELAY_EXIT_ENVIRONMENT, "%s", err);
+                           ret == -EDOM ? RELAY_EXIT_USAGE : RELAY_EXIT_ENVIRONMENT, "%s", err);
                 return r->failure;
+        }
+        if (strcmp(r->pre.plugin, "pgoutput") == 0) {
+                r->pgo.dec = pgo_decoder_new(PGO_TXN_MEMORY_DEFAULT);
+                if (!r->pgo.dec) {
+                        relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
+                        return r->failure;
+                }
         }
         if (relay_eos_on(r)) {
                 /* The transactional producer needs the system identifier for its id. */
@@ -756,6 +802,8 @@ static void finish(struct relay *r)
         metrics_labels_free(r->stats.errors);
         ledger_free(r->ledger);
         w2j_decoder_free(r->dec);
+        pgo_decoder_free(r->pgo.dec);
+        free(r->pgo.cols);
         record_spec_free(r->spec);
         relay_drop_nacks(r);
         free(r->nacks.v);

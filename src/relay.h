@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The orchestrator: joins the replication stream, the wal2json decoder, the
+ * The orchestrator: joins the replication stream, the decoder (wal2json or pgoutput), the
  * Kafka producer and the LSN ledger in one poll() loop. The only module that
  * knows all the others, and the only one that logs what they report.
  */

@@ -4,7 +4,9 @@
  *
  *   relay.c         how the loop turns: start, sessions, the one wait,
  *                   reconnects, the warm standby, stop
- *   relay_row.c     what happens to one wal2json line and one outbox row
+ *   relay_row.c     what happens to one decoded record and one outbox row
+ *   relay_pgoutput.c  what a pgoutput message becomes: records in wal2json.h's
+ *                   form, the table's identity by OID (--plugin=pgoutput)
  *   relay_ack.c     what happens on an ack or a nack (delivery reports,
  *                   the dead-letter topic)
  *   relay_limit.c   topics' max.message.bytes, and a producer whose record
@@ -33,6 +35,7 @@
 #include "ledger.h"
 #include "lsn.h"
 #include "metrics.h"
+#include "pgoutput.h"
 #include "pgside.h"
 #include "pgstream.h"
 #include "preflight.h"
@@ -186,6 +189,16 @@ struct relay_watch {
         char sync_state[16];          /* this walsender's sync_state, as last seen */
 };
 
+/*
+ * --plugin=pgoutput (relay_pgoutput.c): the decoder, and the columns of the
+ * record an event becomes, reused from row to row.
+ */
+struct relay_pgo {
+        struct pgo_decoder *dec;      /* NULL with wal2json */
+        struct w2j_column *cols;
+        size_t cols_cap;
+};
+
 /* A row whose record the broker refused inside an aborted Kafka transaction (--exactly-once). */
 #define RELAY_POISON_MAX 64
 struct relay_poison {
@@ -231,6 +244,7 @@ struct relay {
         /* The leaf modules it joins. */
         struct record_spec *spec;
         struct w2j_decoder *dec;
+        struct relay_pgo pgo;
         struct ledger *ledger;
         struct producer *prod;
         struct producer_options prod_opts;
@@ -294,8 +308,48 @@ bool relay_backpressured(const struct relay *r);
 
 /* relay_row.c: lines and rows */
 
-/* relay_handle_line() - decode and act on one XLogData's wal2json line @m. */
+/*
+ * relay_handle_line() - decode and act on one XLogData @m: a wal2json line,
+ * or with --plugin=pgoutput a pgoutput message (relay_pgo_line()).
+ */
 void relay_handle_line(struct relay *r, const struct replmsg *m);
+
+/*
+ * relay_handle_record() - act on one decoded record @rec (wal2json.h's form,
+ * whichever plugin decoded it) that arrived in the XLogData starting at
+ * @data_start (LSN, for the log).
+ */
+void relay_handle_record(struct relay *r, const struct w2j_record *rec, uint64_t data_start);
+
+/* relay_pgoutput.c: --plugin=pgoutput */
+
+/*
+ * relay_pgo_line() - give the pgoutput message of @m to the decoder, then
+ * act on the events it makes ready (relay_pgo_drain()). A malformed message
+ * stops the relay (exit 4) without confirming it.
+ */
+void relay_pgo_line(struct relay *r, const struct replmsg *m);
+
+/*
+ * relay_pgo_drain() - act on the decoder's ready events until there are
+ * none, the in-flight bounds are reached or a failure is recorded. Returns
+ * true while events remain: the loop calls it again before reading on.
+ */
+bool relay_pgo_drain(struct relay *r);
+
+/* relay_pgo_busy() - pgoutput only: events wait, or a transaction is held (its end LSN unknown). */
+bool relay_pgo_busy(const struct relay *r);
+
+/*
+ * relay_pgo_record() - @ev as the record wal2json would have given
+ * (wal2json.h): actions B, C, I, U, D, T, M; columns named and typed from the
+ * Relation message, values rewritten by w2j_value_from_text(); a message's
+ * content whole (wal2json cuts it at a NUL byte: the one difference, and
+ * only for binary content, which is no envelope either way). @ret_rec
+ * borrows from @ev and @p->cols (grown as needed) until the next call.
+ * Returns 0 or -ENOMEM. Pure otherwise.
+ */
+int relay_pgo_record(const struct pgo_event *ev, struct relay_pgo *p, struct w2j_record *ret_rec);
 
 /*
  * relay_headers() - the CloudEvents binary-mode headers of a row of @rec,

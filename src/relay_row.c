@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * What happens to one wal2json line and one outbox row. A B line opens a
+ * What happens to one decoded record and one outbox row. A B line opens a
  * transaction in the LSN ledger (or marks it as already confirmed, or as one
  * the operator skips or dead-letters), an I line of an outbox table becomes a
  * Kafka record with CloudEvents headers and a ledger ticket, a C line closes
@@ -257,7 +257,7 @@ static void handle_message(struct relay *r, const struct w2j_record *rec)
                 st->nontx_unlogged = 0;
                 return;
         }
-        /* Exactly as an outbox table's row: relay_handle_line()'s W2J_INSERT. */
+        /* Exactly as an outbox table's row: relay_handle_record()'s W2J_INSERT. */
         if (r->txn.skip || r->txn.eos_skip)
                 return;
         if (r->txn.operator_skip) {
@@ -329,11 +329,14 @@ static void begin_transaction(struct relay *r, const struct w2j_record *rec)
 
 void relay_handle_line(struct relay *r, const struct replmsg *m)
 {
-        struct relay_txn *t = &r->txn;
         struct w2j_record rec;
         char a[LSN_STRLEN];
         int ret;
 
+        if (r->pgo.dec) {
+                relay_pgo_line(r, m);
+                return;
+        }
         ret = w2j_decode(r->dec, m->data, m->data_len, &rec);
         if (ret < 0) {
                 relay_fail(r, RELAY_EXIT_DATA,
@@ -344,6 +347,16 @@ void relay_handle_line(struct relay *r, const struct replmsg *m)
                            (int)(m->data_len < 200 ? m->data_len : 200), m->data);
                 return;
         }
+        relay_handle_record(r, &rec, m->data_start);
+}
+
+void relay_handle_record(struct relay *r, const struct w2j_record *recp, uint64_t data_start)
+{
+        struct relay_txn *t = &r->txn;
+        struct w2j_record rec = *recp;
+        char a[LSN_STRLEN];
+        int ret;
+
         switch (rec.action) {
         case W2J_BEGIN:
                 begin_transaction(r, &rec);
@@ -395,7 +408,7 @@ void relay_handle_line(struct relay *r, const struct replmsg *m)
                 if (r->stats.ignored[rec.action]++ == 0)
                         log_info("not publishing %s records%s%s (first at LSN %s); counted in metrics",
                                  action_name(rec.action), rec.table ? " of " : "",
-                                 rec.table ? rec.table : "", lsn_format(m->data_start, a));
+                                 rec.table ? rec.table : "", lsn_format(data_start, a));
                 break;
         }
 }

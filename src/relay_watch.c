@@ -16,9 +16,9 @@
  * The side connection (pgside.h): one ordinary connection runs a round of
  * catalog checks whenever there is something new to confirm and at least
  * every status interval: each configured outbox name still the same
- * relation (OID), a table, permanent (not UNLOGGED or TEMPORARY), the slot
- * unmoved since the relay read it, and this relay's walsender not a
- * synchronous standby. A round that passes verifies every LSN received
+ * relation (OID), a table, permanent (not UNLOGGED or TEMPORARY), pgoutput's
+ * publication unchanged, the slot unmoved since the relay read it, and this
+ * relay's walsender not a synchronous standby. A round that passes verifies every LSN received
  * before it was sent. A failed check stops the relay without confirming
  * past the last verified LSN. See relay_private.h.
  */
@@ -32,6 +32,7 @@
 
 #include "cloudevents.h"
 #include "log.h"
+#include "publication.h"
 #include "relay_private.h"
 
 #define ROUND_MIN_GAP_MS 50       /* rounds at most this often while there is something to verify */
@@ -509,6 +510,51 @@ void relay_watch_session_ended(struct relay *r)
                 log_debug("closed the side connection's attempt or round in progress: the stream ended");
 }
 
+/*
+ * pgoutput's publication as the relay started with it: the same publication
+ * (OID), not altered (its row's xmin: ALTER PUBLICATION ... SET changes it),
+ * publishing inserts, and each table listed by the same pg_publication_rel
+ * row (removed and added again is another row). pgoutput reads the
+ * publication as it was when each row was written, so a row inserted while
+ * its table was out of it, or inserts were not published, never arrives:
+ * a change stops the relay before it confirms past it, and says so.
+ */
+static int check_publication(struct relay *r, PGresult *res)
+{
+        const char *pub = config_publication(r->conf), *what = NULL;
+        char a[LSN_STRLEN], why[600], create[1024];
+
+        lsn_format(r->fb.sent_flush_lsn, a);
+        if (PQgetisnull(res, 0, 7))
+                what = "was dropped (or renamed)";
+        else if (strtoul(PQgetvalue(res, 0, 7), NULL, 10) != r->pre.publication_oid)
+                what = "was dropped and created again";
+        else if (strcmp(PQgetvalue(res, 0, 9), "t") != 0)
+                what = "no longer publishes inserts";
+        else if (strcmp(PQgetvalue(res, 0, 8), r->pre.publication_xmin) != 0)
+                what = "was altered (ALTER PUBLICATION ... SET, RENAME or OWNER)";
+        for (size_t i = 0; !what && i < r->conf->ntables; i++) {
+                uint32_t oid = PQgetisnull(res, (int)i, 10) ? 0 :
+                               (uint32_t)strtoul(PQgetvalue(res, (int)i, 10), NULL, 10);
+
+                if (oid != r->pre.pubrel_oids[i]) {
+                        snprintf(why, sizeof(why), "%s \"%s\".\"%s\"", oid ? "removed and added again" :
+                                 "no longer lists", r->conf->tables[i].schema, r->conf->tables[i].table);
+                        what = why;
+                }
+        }
+        if (!what)
+                return 0;
+        publication_create_sql(r->conf, create, sizeof(create));
+        relay_fail(r, RELAY_EXIT_ENVIRONMENT, "publication \"%s\" %s while the relay ran: pgoutput does not "
+                   "send rows inserted while a table is out of the publication or inserts are not "
+                   "published, and they are never sent later. Stopping; nothing after LSN %s is "
+                   "confirmed. Make the publication the relay's again (`outbox-relay check` gives the SQL; "
+                   "it was: %s), publish the rows committed since LSN %s by other means (outbox-relay "
+                   "redrive --since), then restart the relay", pub, what, a, create, a);
+        return -EINVAL;
+}
+
 /* Act on a round's result. Returns 0 if everything holds. */
 static int judge_round(struct relay *r, PGresult *res)
 {
@@ -563,6 +609,8 @@ static int judge_round(struct relay *r, PGresult *res)
                         return -EINVAL;
                 }
         }
+        if (r->pgo.dec && check_publication(r, res) < 0)
+                return -EINVAL;
         if (!w->slot_checked && !PQgetisnull(res, 0, 5)) {
                 uint64_t now = LSN_INVALID;
 
@@ -603,7 +651,8 @@ static void maybe_start_round(struct relay *r)
         struct relay_watch *w = &r->watch;
         int64_t now = relay_mono_ms();
         uint64_t received = r->fb.server_lsn > r->fb.write_lsn ? r->fb.server_lsn : r->fb.write_lsn;
-        const char *params[3] = {w->schemas, w->tables, r->conf->slot};
+        const char *params[4] = {w->schemas, w->tables, r->conf->slot,
+                                 r->pgo.dec ? config_publication(r->conf) : NULL};
 
         if (pgside_busy(w->side) || now < w->side_retry_ms)
                 return;
@@ -612,7 +661,7 @@ static void maybe_start_round(struct relay *r)
         if (!(received > w->verified && now - w->last_round_ms >= ROUND_MIN_GAP_MS) &&
             now - w->last_round_ms < r->fb.interval_ms && w->slot_checked)
                 return;
-        if (pgside_query(w->side, PREFLIGHT_WATCH_SQL, 3, params) < 0)
+        if (pgside_query(w->side, PREFLIGHT_WATCH_SQL, 4, params) < 0)
                 return;
         w->round_lsn = received;
         w->last_round_ms = now;

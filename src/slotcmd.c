@@ -14,6 +14,7 @@
 
 #include "lsn.h"
 #include "preflight.h"
+#include "publication.h"
 
 static void set_err(char *err, size_t errlen, const char *prefix, const char *msg)
 {
@@ -60,6 +61,11 @@ int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_s
                 snprintf(st.wal_status, sizeof(st.wal_status), "%s", s.wal_status);
                 st.safe_wal_size_null = s.safe_wal_size_null;
                 st.safe_wal_size = s.safe_wal_size;
+                st.has_failover = PQserverVersion(c) >= 170000;
+                st.failover = s.failover;
+                st.synced = s.synced;
+                snprintf(st.invalidation_reason, sizeof(st.invalidation_reason), "%s",
+                         s.invalidation_reason);
                 *ret_st = st;
         }
         PQfinish(c);
@@ -107,6 +113,14 @@ static void print_json(const struct slotcmd_status *st, FILE *out)
                 else
                         RAW("safe_wal_size", "%" PRId64, st->safe_wal_size);
         }
+        if (st->has_failover) {
+                cJSON_AddBoolToObject(o, "failover", st->failover);
+                cJSON_AddBoolToObject(o, "synced", st->synced);
+                if (st->invalidation_reason[0])
+                        cJSON_AddStringToObject(o, "invalidation_reason", st->invalidation_reason);
+                else
+                        cJSON_AddNullToObject(o, "invalidation_reason");
+        }
 #undef RAW
         text = cJSON_PrintUnformatted(o);
         fprintf(out, "%s\n", text ? text : "{}");
@@ -150,13 +164,48 @@ void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out)
                         fprintf(out, "safe_wal_size:       %s\n",
                                 strcmp(st->wal_status, "lost") == 0 ? "-" : "unlimited");
         }
+        if (st->has_failover) {
+                fprintf(out, "failover:            %s\n", st->failover ? "yes" : "no");
+                fprintf(out, "synced:              %s\n", st->synced ? "yes (a standby's copy of the "
+                        "primary's failover slot)" : "no");
+                fprintf(out, "invalidation_reason: %s\n", st->invalidation_reason[0] ?
+                        st->invalidation_reason : "- (valid)");
+        }
+}
+
+/* pgoutput: the publication, created before the slot if missing, then judged. */
+static int slot_publication(PGconn *c, const struct relay_config *conf, struct slotcmd_created *cr, char *err,
+                            size_t errlen)
+{
+        struct publication pub;
+        int rc;
+
+        rc = publication_read(c, config_publication(conf), conf->tables, conf->ntables, &pub, err, errlen);
+        if (rc < 0)
+                return rc;
+        if (!pub.exists) {
+                publication_release(&pub);
+                rc = publication_create(c, conf, err, errlen);
+                if (rc < 0)
+                        return rc == -EEXIST ? -EINVAL : rc;
+                cr->publication_created = true;
+                rc = publication_read(c, config_publication(conf), conf->tables, conf->ntables, &pub, err,
+                                      errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        rc = publication_judge(&pub, conf, err, errlen, NULL, 0);
+        publication_release(&pub);
+        return rc < 0 ? -EINVAL : 0;
 }
 
 int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
                    size_t errlen)
 {
         struct slotcmd_created cr = {0};
+        struct preflight_settings set;
         struct preflight_slot s;
+        const char *plugin;
         char a[LSN_STRLEN];
         PGconn *c;
         int rc;
@@ -177,11 +226,28 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
                 rc = -EEXIST;
                 goto out;
         }
+        if (rc == 0)
+                rc = preflight_read_settings(c, &set, err, errlen);
         if (rc < 0)
                 goto out;
-        /* A slot's creation waits for running transactions; the server gives up after the timeout. */
-        rc = preflight_create_slot(c, conf->slot, "wal2json", false, (int)conf->slot_create_timeout_ms,
-                                   &cr.consistent_lsn, err, errlen, NULL);
+        plugin = preflight_choose_plugin(&set, NULL, conf->plugin, cr.why, sizeof(cr.why));
+        for (;;) {
+                rc = preflight_check_plugin_libraries(&set, plugin, err, errlen);
+                if (rc == 0 && strcmp(plugin, "pgoutput") == 0)
+                        rc = slot_publication(c, conf, &cr, err, errlen);
+                if (rc < 0)
+                        goto out;
+                /* A slot's creation waits for running transactions; the server gives up after the timeout. */
+                rc = preflight_create_slot(c, conf->slot, plugin, false, conf->failover,
+                                           (int)conf->slot_create_timeout_ms, &cr.consistent_lsn, err,
+                                           errlen, NULL);
+                if (rc == -ENOENT && strcmp(conf->plugin, "auto") == 0 && strcmp(plugin, "wal2json") == 0) {
+                        plugin = "pgoutput";
+                        snprintf(cr.why, sizeof(cr.why), "--plugin=auto: wal2json is not installed");
+                        continue;
+                }
+                break;
+        }
         if (rc == -ETIMEDOUT) {
                 char blockers[1536];
 
@@ -193,6 +259,7 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
         }
         if (rc < 0)
                 goto out;
+        snprintf(cr.plugin, sizeof(cr.plugin), "%s", plugin);
         snprintf(cr.database, sizeof(cr.database), "%s", PQdb(c));
         for (size_t i = 0; i < conf->ntables; i++) {
                 int64_t n;

@@ -34,6 +34,10 @@ struct slotcmd_status {
         char wal_status[16];            /* "reserved", "extended", "unreserved", "lost" */
         bool safe_wal_size_null;        /* NULL: max_slot_wal_keep_size is -1 (or the slot is lost) */
         int64_t safe_wal_size;          /* bytes that can still be written before the slot is lost */
+        bool has_failover;              /* PostgreSQL 17+: failover, synced, invalidation_reason exist */
+        bool failover;                  /* synchronized to standbys that ask for it */
+        bool synced;                    /* a standby's synchronized copy of a failover slot */
+        char invalidation_reason[32];   /* "" while valid; else why (README: the remedy for each) */
 };
 
 /*
@@ -49,7 +53,8 @@ int slotcmd_status(const struct relay_config *conf, struct slotcmd_status *ret_s
  * slotcmd_print_status() - @st to @out as "name: value" lines, or with
  * @json as one JSON object (LSNs as pg_lsn text, sizes as integers in bytes,
  * safe_wal_size null when unlimited; fields PostgreSQL before 13 lacks are
- * left out).
+ * left out; failover, synced and invalidation_reason from 17 on, the
+ * last null while the slot is valid).
  */
 void slotcmd_print_status(const struct slotcmd_status *st, bool json, FILE *out);
 
@@ -58,16 +63,24 @@ struct slotcmd_created {
         uint64_t consistent_lsn;   /* the slot's consistent point: decoding starts at commits after it */
         char database[256];
         int64_t existing_rows;     /* rows already in the outbox tables (counted up to 1000001 each) */
+        char plugin[16];           /* "wal2json" or "pgoutput" */
+        char why[1200];            /* why that plugin (preflight_choose_plugin()) */
+        bool publication_created;  /* pgoutput: the publication was created first */
 };
 
 /*
- * slotcmd_create() - create the slot of @conf with plugin wal2json. Waits
- * for the transactions running on the server to end, at most
- * conf->slot_create_timeout_ms (the server cancels the creation then, so no
- * half-made slot is left; the message names what it waited for). Returns 0
- * and @ret_created, -ECONNREFUSED, -EEXIST (the slot exists: nothing done),
- * -ETIMEDOUT, -EACCES / -ENOENT / -EINVAL / -EIO (see
- * preflight_create_slot()); the message in @err.
+ * slotcmd_create() - create the slot of @conf with the plugin --plugin
+ * names (auto: preflight_choose_plugin(), and pgoutput when wal2json is not
+ * installed), as a failover slot with --failover (17+). For pgoutput the
+ * publication comes first: created when missing (publication.h), then it
+ * must be the relay's. Waits for the transactions running on the server to
+ * end, at most conf->slot_create_timeout_ms (the server cancels the creation
+ * then, so no half-made slot is left; the message names what it waited
+ * for). Returns 0 and @ret_created, -ECONNREFUSED, -EEXIST (the slot exists:
+ * nothing done), -ETIMEDOUT, -EACCES / -ENOENT / -EINVAL / -EIO (see
+ * preflight_create_slot(), publication_create(); also the plugin refused by
+ * output_plugin_libraries, or a publication that is not the relay's:
+ * -EINVAL); the message in @err.
  */
 int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
                    size_t errlen);

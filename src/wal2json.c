@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "civil.h"
 #include "lsn.h"
@@ -597,4 +598,50 @@ int w2j_escape_table_name(const char *ident, char *buf, size_t size)
                 return -ENOSPC;
         buf[o] = '\0';
         return (int)o;
+}
+
+/* pg_type OIDs (PostgreSQL src/include/catalog/pg_type.dat). */
+enum {
+        OID_BOOL = 16, OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_OID = 26,
+        OID_FLOAT4 = 700, OID_FLOAT8 = 701, OID_NUMERIC = 1700,
+};
+
+void w2j_value_from_text(uint32_t typeoid, const char *text, size_t len, bool is_null,
+                         struct w2j_value *ret_val)
+{
+        *ret_val = (struct w2j_value){text, len, false, false};
+        if (is_null) {
+                *ret_val = (struct w2j_value){NULL, 0, true, false};
+                return;
+        }
+        switch (typeoid) {
+        case OID_BOOL:
+                /* wal2json: "t" is true, anything else false */
+                ret_val->ptr = strcmp(text, "t") == 0 ? "true" : "false";
+                ret_val->len = strlen(ret_val->ptr);
+                return;
+        case OID_BYTEA:
+                /* wal2json writes the hex form without its "\x" */
+                if (len >= 2 && text[0] == '\\' && text[1] == 'x') {
+                        ret_val->ptr = text + 2;
+                        ret_val->len = len - 2;
+                }
+                return;
+        case OID_INT2:
+        case OID_INT4:
+        case OID_INT8:
+        case OID_OID:
+        case OID_FLOAT4:
+        case OID_FLOAT8:
+        case OID_NUMERIC:
+                /* NaN and the infinities are not JSON numbers: wal2json writes null */
+                if (strncasecmp(text, "NaN", 3) == 0 || strncasecmp(text, "Infinity", 8) == 0 ||
+                    strncasecmp(text, "-Infinity", 9) == 0)
+                        *ret_val = (struct w2j_value){NULL, 0, true, false};
+                else
+                        ret_val->was_number = true;
+                return;
+        default:
+                return;
+        }
 }

@@ -161,4 +161,20 @@ int w2j_parse_timestamp(const char *text, size_t len, int64_t *ret_us);
  */
 int w2j_escape_table_name(const char *ident, char *buf, size_t size);
 
+/*
+ * w2j_value_from_text() - the value wal2json (format-version 2, its
+ * pg_decode_write_value()) writes for a column of type @typeoid (the
+ * attribute's own type, pg_attribute.atttypid: a domain is not its base
+ * type) whose text output is @text (@len bytes, NUL-terminated, printed with
+ * bytea_output=hex, as the relay's connections pin it) or SQL NULL
+ * (@is_null): booleans "t"/"f" become true/false, bytea loses its "\x", NaN
+ * and infinities of the numeric types become null, numbers are marked
+ * was_number; everything else is the text itself. So a row read as text
+ * (redrive's SELECT, pgoutput's text values) becomes what the relay gets
+ * from wal2json, and its Kafka record is the same byte for byte.
+ * @ret_val borrows @text or static strings. Pure; no errors.
+ */
+void w2j_value_from_text(uint32_t typeoid, const char *text, size_t len, bool is_null,
+                         struct w2j_value *ret_val);
+
 #endif

@@ -10,7 +10,9 @@
 # with sudo); the first run downloads the
 # Kafka jars (mvn) into ${XDG_CACHE_HOME:-~/.cache}/outbox-relay/.
 #
-#   tests/quickstart.sh [--keep]     --keep leaves the temp dir with all logs
+#   tests/quickstart.sh [--keep] [--plugin=pgoutput]
+#       --keep leaves the temp dir with all logs; --plugin=pgoutput decodes with
+#       PostgreSQL's own output plugin instead of wal2json (same record)
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)

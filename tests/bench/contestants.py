@@ -11,7 +11,15 @@
   broker    "limit, broker": tests/bench/bare_producer, a bare librdkafka
             producer with the relay's producer settings, writing the same
             number of same-sized records to the same broker.
+  decode-pgoutput
+            the decode limit with pgoutput (protocol version 1, text values,
+            the relay's kind of publication): what the server decodes and
+            sends for the relay's --plugin=pgoutput (backlogs only: its
+            binary output has no line to count in steady state).
   relay     outbox-relay with its defaults (and -s 1, see README.md).
+  relay-pgoutput
+            the same with --plugin=pgoutput: the same records, another
+            decoder on both sides of the slot.
   relay-eos the same with --exactly-once (its own slot, transactional.id and
             checkpoint topic), measured with a read_committed consumer.
   debezium  Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
@@ -290,6 +298,15 @@ class Decode(Base):
             workload.drop_slot(ctx.pg, self.slot)
 
 
+class DecodePgoutput(Decode):
+    """The decode limit with pgoutput, as the relay's --plugin=pgoutput asks for it."""
+    key, label, plugin = "decode-pgoutput", "decode, pgoutput", "pgoutput"
+    options = [("proto_version", "1"), ("publication_names", workload.PGOUTPUT_PUBLICATION)]
+
+    def steady(self, tag, rates, duration):
+        return {}
+
+
 class DecodeNames(Decode):
     """The decode limit with type names instead of OIDs (wal2json's default)."""
     key, label = "decode-names", "decode, names"
@@ -478,6 +495,16 @@ class Relay(_ToKafka):
         return "\n".join(out)
 
 
+class RelayPgoutput(Relay):
+    """outbox-relay --plugin=pgoutput, otherwise as the relay contestant (its
+    own slot, and a publication of the relay's kind made beforehand)."""
+    key, label, plugin = "relay-pgoutput", "relay, pgoutput", "pgoutput"
+
+    def extra_args(self, tag):
+        return super().extra_args(tag) + ["--plugin", "pgoutput", "--publication",
+                                          workload.PGOUTPUT_PUBLICATION]
+
+
 class RelayEOS(Relay):
     """outbox-relay --exactly-once, otherwise as the relay contestant (its own
     slot and checkpoint topic, and a transactional.id per workload, so that
@@ -508,5 +535,6 @@ class Debezium(_ToKafka):
         return Child(argv, self.log(tag))
 
 
-ALL = {"decode": Decode, "decode-names": DecodeNames, "broker": Broker, "relay": Relay,
-       "relay-eos": RelayEOS, "debezium": Debezium}
+ALL = {"decode": Decode, "decode-pgoutput": DecodePgoutput, "decode-names": DecodeNames,
+       "broker": Broker, "relay": Relay, "relay-pgoutput": RelayPgoutput, "relay-eos": RelayEOS,
+       "debezium": Debezium}

@@ -60,11 +60,14 @@ TARGETS = """\
 targets (goals reported, not asserted):
   backlog drain rows/s   relay >= 0.9 x limit, decode;  relay >= 5 x Debezium
                          relay-eos >= 0.8 x relay
-  peak RSS               relay < 32 MB and <= Debezium / 10
+  peak RSS               relay < 32 MB and <= Debezium / 10; relay, pgoutput < 32 MB
+  pgoutput               walsender CPU/row <= 0.75 x wal2json's; relay CPU/row <= wal2json
+                         relay's; drain rows/s >= wal2json relay's
   steady state           relay p99 commit-to-receipt < 20 ms at 2000 transactions/s
                          relay-eos p99 < 50 ms at 2000 transactions/s (read_committed)"""
 
-ORDER = ("decode", "decode-names", "broker", "relay", "relay-eos", "debezium")
+ORDER = ("decode", "decode-pgoutput", "decode-names", "broker", "relay", "relay-pgoutput",
+         "relay-eos", "debezium")
 
 
 def env_default(name, value, conv=str):
@@ -96,7 +99,8 @@ def parse_args(argv):
     p.add_argument("--workloads", default=env_default("workloads", "large,small,steady"),
                    help="any of large,small,steady (default all)")
     p.add_argument("--contestants",
-                   default=env_default("contestants", "decode,broker,relay,relay-eos,debezium"),
+                   default=env_default("contestants", "decode,decode-pgoutput,broker,relay,"
+                                       "relay-pgoutput,relay-eos,debezium"),
                    help="any of %s (default all but decode-names)" % ",".join(ORDER))
     p.add_argument("--status-interval", type=float,
                    help="relay -s, pg_recvlogical -s and Debezium's offset flush interval, "
@@ -346,7 +350,49 @@ def ratio_lines(results, steady_2000):
         t = (" (target < 20 ms)%s" % mark(relay["p99_ms"] < 20)) if rate == steady_2000 else ""
         out.append("  steady %5d tx/s:           relay p99 %.1f ms%s; relay p99 = %s" % (
             rate, relay["p99_ms"], t, ", ".join(parts) or "-"))
-    return out + eos_lines(results, steady_2000, mark) + type_name_lines(results)
+    return out + eos_lines(results, steady_2000, mark) + pgoutput_lines(results, mark) + \
+        type_name_lines(results)
+
+
+def pgoutput_lines(results, mark):
+    """--plugin=pgoutput against wal2json, same run: the walsender's CPU per
+    row (relay against relay, decode limit against decode limit), the relay's
+    CPU per row, drain rows/s, peak RSS."""
+    out = []
+
+    def per_row(r, field):
+        return _per_mrow(r.get(field), r.get("rows")) if r and r.get("ok") else None
+    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+        rs = results.get(wl, {})
+        w2j, pgo = rs.get("relay"), rs.get("relay-pgoutput")
+        if pgo and pgo.get("ok"):
+            q = _ratio(_rows_per_s(pgo), _rows_per_s(w2j)) if w2j and w2j.get("ok") else None
+            ws = _ratio(per_row(pgo, "walsender_cpu_s"), per_row(w2j, "walsender_cpu_s"))
+            cpu = _ratio(per_row(pgo, "cpu_s"), per_row(w2j, "cpu_s"))
+            rss = pgo["rss_kb"] / 1024.0
+            out.append("  %-28s pgoutput relay: walsender CPU/row = %s wal2json's (target <= 0.75)%s; "
+                       "relay CPU/row = %s (target <= 1)%s; rows/s = %s (target >= 1)%s; peak RSS "
+                       "%.1f MB (target < 32 MB)%s" % (
+                           title + ":", _f(ws, "%.2fx"), mark(ws <= 0.75 if ws else None),
+                           _f(cpu, "%.2fx"), mark(cpu <= 1.0 if cpu else None), _f(q, "%.2fx"),
+                           mark(q >= 1.0 if q else None), rss, mark(rss < 32)))
+        d, dp = rs.get("decode"), rs.get("decode-pgoutput")
+        ws = _ratio(per_row(dp, "walsender_cpu_s"), per_row(d, "walsender_cpu_s"))
+        if ws:
+            out.append("  %-28s pgoutput decode limit: walsender CPU/row = %s wal2json's; rows/s = %s"
+                       % (title + ":", _f(ws, "%.2fx"), _f(_ratio(_rows_per_s(dp), _rows_per_s(d)),
+                                                           "%.2fx")))
+    for rate, rs in sorted(results.get("steady", {}).items()):
+        w2j, pgo = rs.get("relay"), rs.get("relay-pgoutput")
+        if not pgo or not pgo.get("ok") or not w2j or not w2j.get("ok"):
+            continue
+        out.append("  steady %5d tx/s:           pgoutput relay: walsender CPU/row = %s wal2json's; "
+                   "relay CPU/row = %s; p99 %s ms against %s ms" % (
+                       rate, _f(_ratio(per_row(pgo, "walsender_cpu_s"), per_row(w2j, "walsender_cpu_s")),
+                                "%.2fx"),
+                       _f(_ratio(per_row(pgo, "cpu_s"), per_row(w2j, "cpu_s")), "%.2fx"),
+                       _f(pgo.get("p99_ms"), "%.1f"), _f(w2j.get("p99_ms"), "%.1f")))
+    return out
 
 
 def eos_lines(results, steady_2000, mark):

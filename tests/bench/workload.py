@@ -46,7 +46,10 @@ BEGIN
     END LOOP;
 END $$;
 CREATE PUBLICATION bench_pub FOR TABLE outbox;
+-- the relay's kind of publication, for the pgoutput contestants: inserts only
+CREATE PUBLICATION bench_pgoutput FOR TABLE outbox WITH (publish = 'insert');
 """
+PGOUTPUT_PUBLICATION = "bench_pgoutput"
 
 
 def pad_for(payload_bytes):

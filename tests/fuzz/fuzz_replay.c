@@ -41,7 +41,7 @@
 #endif
 
 static const char *const known_targets[] = {"wal2json", "replmsg", "record", "ledger", "headers",
-                                              "envelope"};
+                                              "envelope", "pgoutput"};
 
 static const char *raw_dir;  /* --write-raw: where inputs go instead of the target */
 static unsigned long ninputs, nskipped;

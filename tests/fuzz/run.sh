@@ -6,7 +6,7 @@
 # no librdkafka), and fuzz each for a while. CI runs this on its own; it is
 # not a meson test, so that `meson test` stays fast.
 #
-#   tests/fuzz/run.sh [TARGET...]      default: wal2json replmsg record ledger headers envelope
+#   tests/fuzz/run.sh [TARGET...]      default: wal2json replmsg record ledger headers envelope pgoutput
 #
 # For each target: first replay tests/fuzz/regressions/, tests/fuzz/corpus/
 # and tests/data/ (a known crash fails here, with its note); then fuzz for
@@ -35,7 +35,7 @@ cc=${FUZZ_CC:-clang}
 if [ $# -gt 0 ]; then
         targets=("$@")
 else
-        read -r -a targets <<<"${FUZZ_TARGETS:-wal2json replmsg record ledger headers envelope}"
+        read -r -a targets <<<"${FUZZ_TARGETS:-wal2json replmsg record ledger headers envelope pgoutput}"
 fi
 
 # Which modules each target links, the longest input worth trying, its dictionary.
@@ -46,12 +46,14 @@ sources_of() {
         record | headers) echo "record.c pgjson.c wal2json.c lsn.c" ;;
         envelope) echo "envelope.c record.c pgjson.c wal2json.c lsn.c" ;;
         ledger) echo "ledger.c lsn.c" ;;
+        pgoutput) echo "pgoutput.c" ;;
         *) return 1 ;;
         esac
 }
 max_len_of() {
         case $1 in
         replmsg) echo 512 ;;
+        pgoutput) echo 8192 ;;
         *) echo 4096 ;;
         esac
 }

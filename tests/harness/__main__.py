@@ -104,7 +104,8 @@ def _err(msg):
 def cmd_quickstart(args):
     binary = relay_bin()
     t0 = time.monotonic()
-    say("==> starting a throwaway PostgreSQL 15 (wal2json) and Kafka broker")
+    say("==> starting a throwaway PostgreSQL 15 (wal2json) and Kafka broker; the relay decodes "
+        "with %s" % args.plugin)
     with Environment(keep=args.keep) as env:
         pg, kafka = env.pg, env.kafka
         say("    postgres: %s" % pg.dsn)
@@ -114,7 +115,8 @@ def cmd_quickstart(args):
         say("==> creating the outbox table (%s)" % os.path.relpath(SCHEMA_SQL))
         pg.psql(file=SCHEMA_SQL)
 
-        relay_args = ["-d", pg.dsn, "-b", kafka.bootstrap, "--create-slot", "-s", "1"]
+        relay_args = ["-d", pg.dsn, "-b", kafka.bootstrap, "--create-slot", "-s", "1",
+                      "--plugin", args.plugin]
         say("==> running: %s %s" % (os.path.relpath(binary), " ".join(
             "'%s'" % a if " " in a else a for a in relay_args)))
         relay = env.relay(relay_args, name="relay")
@@ -198,6 +200,8 @@ def main(argv=None):
     fp.set_defaults(func=cmd_fetch_postgres)
     q = sub.add_parser("quickstart", help="publish order 103 through a throwaway setup")
     q.add_argument("--keep", action="store_true", help="keep the temp dir with the logs")
+    q.add_argument("--plugin", choices=("wal2json", "pgoutput"), default="wal2json",
+                   help="the relay's output plugin (pgoutput: PostgreSQL's own)")
     q.set_defaults(func=cmd_quickstart)
     u = sub.add_parser("up", help="run PostgreSQL and Kafka until Ctrl-C")
     u.add_argument("--keep", action="store_true")

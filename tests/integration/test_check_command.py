@@ -181,18 +181,18 @@ def test_check_wal2json_neither_listed_nor_installed(case):
 
 
 def test_check_slot_of_another_plugin(case):
-    # pgoutput: allowed on every server (the harness lists it where output_plugin_libraries exists)
-    case.query("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (case.slot,))
+    # test_decoding: allowed on every server (PostgreSQL's default output_plugin_libraries lists it)
+    case.query("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (case.slot,))
     rc, out, items = run_check(check_args(case))
-    assert_fail(rc, out, items, 'slot "%s"' % case.slot, '"pgoutput"', "not wal2json", "--slot")
-    assert case.slot_info()["plugin"] == "pgoutput", "check changed the operator's slot"
+    assert_fail(rc, out, items, 'slot "%s"' % case.slot, '"test_decoding"', "not wal2json", "--slot")
+    assert case.slot_info()["plugin"] == "test_decoding", "check changed the operator's slot"
 
 
 def test_check_checkpoint_item_of_an_unusable_slot(case):
     """A slot that exists but is not usable (here of another plugin) has no
     checkpoint to judge: the checkpoint item is skipped and points at the slot's
     item (it once passed as "none yet (no slot)", a slot that is there)."""
-    case.query("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (case.slot,))
+    case.query("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (case.slot,))
     topic = "outbox-relay.checkpoints"
     if topic not in case.kafka.topics():
         case.kafka.create_topic(topic, partitions=1, config={"cleanup.policy": "compact"})

@@ -36,10 +36,10 @@ def test_missing_column_exits_3(case, option):
 
 
 def test_slot_with_other_plugin_exits_3(case):
-    case.query("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (case.slot,))
+    case.query("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (case.slot,))
     rc, out = run_relay(case.relay_args(), timeout=30)
     assert rc == EXIT_ENV, out
-    assert case.slot_info()["plugin"] == "pgoutput", "relay replaced the operator's slot"
+    assert case.slot_info()["plugin"] == "test_decoding", "relay replaced the operator's slot"
 
 
 def test_slot_of_other_database_exits_3(case, pg):

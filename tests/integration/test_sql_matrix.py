@@ -48,12 +48,18 @@ import psycopg2
 import psycopg2.extras
 import pytest
 from check_helpers import run_check
-from harness import EXIT_ENV, EXIT_OK, EXIT_USAGE, pgmajor, procs, relay, run_relay, wait_until
+from conftest import Case
+from harness import (EXIT_ENV, EXIT_OK, EXIT_USAGE, arrive_and_confirm, by_id, format_lsn,
+                     insert_rows, parse_lsn, pgmajor, procs, relay, run_relay, simple_rows,
+                     wait_confirmed, wait_until)
+from harness.faults import Load, collector, mark, sigkill, start_relay, verify
+from harness.outbox import in_transaction
 from harness.pg import PostgresServer
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SQL_DIR = os.path.join(TOP, "sql")
 PREFLIGHT_H = os.path.join(TOP, "src", "preflight.h")
+PUBLICATION_H = os.path.join(TOP, "src", "publication.h")
 DB = "shop"
 
 # Functions of preflight.h that send no SQL of their own: they judge or word
@@ -64,6 +70,8 @@ NO_SQL = {
     "preflight_check_plugin_libraries", "preflight_plugin_listed", "preflight_plugin_fix",
     "preflight_slot_explain", "preflight_check_slot", "preflight_watch_array",
     "preflight_sync_standby_named", "preflight_check_sync_standby", "preflight_result_release",
+    "preflight_plugin_allowed", "preflight_relay_plugin", "preflight_choose_plugin",
+    "publication_release", "publication_create_sql", "publication_judge",
 }
 
 ORDER = '{"order_id": 103, "total": "29.00"}'
@@ -121,9 +129,13 @@ def test_server_is_the_major(server):
 
 
 def preflight_functions():
-    """The functions preflight.h declares."""
-    text = open(PREFLIGHT_H, encoding="utf-8").read()
-    return set(re.findall(r"^(?:int|void|bool|char|PGresult|enum \w+) \**(preflight_\w+)\(", text, re.M))
+    """The functions preflight.h and publication.h declare."""
+    found = set()
+    for header in (PREFLIGHT_H, PUBLICATION_H):
+        text = open(header, encoding="utf-8").read()
+        found |= set(re.findall(r"^(?:int|void|bool|char|PGresult|enum \w+|const char) \**"
+                                r"((?:preflight|publication)_\w+)\(", text, re.M))
+    return found
 
 
 def test_preflight_probes(server):
@@ -174,6 +186,10 @@ def assert_check(server, rc, out, items, slot_status, slot_words, wal2json):
         "SELECT on %s" % t: ("PASS", 'role "postgres" may read the table'),
         "replica identity of %s" % t: ("PASS", "DEFAULT (primary key);"),
         "replication connection": ("PASS", "IDENTIFY_SYSTEM: system "),
+        "output plugins": ("PASS", "wal2json and pgoutput allowed; the relay streams with wal2json"
+                           if server.scalar("SELECT count(*) FROM pg_settings WHERE name = "
+                                            "'output_plugin_libraries'") else
+                           "every installed plugin is allowed; the relay streams with wal2json"),
         "wal2json": wal2json,
         "slot": (slot_status, slot_words),
         "synchronous_standby_names": ("PASS", "empty: does not name this relay"),
@@ -185,6 +201,9 @@ def assert_check(server, rc, out, items, slot_status, slot_words, wal2json):
         'checkpoint topic "outbox-relay.checkpoints"': (("PASS", "WARN"), ""),
         "checkpoint of slot": ("PASS", "none yet"),
     }
+    if int(server.major) >= 18:
+        expected["idle_replication_slot_timeout"] = ("PASS", "0: a slot is never invalidated for "
+                                                     "being idle")
     got = {("slot" if name.startswith("slot ") else "checkpoint of slot"
             if name.startswith("checkpoint of slot ") else name): v for name, v in items.items()}
     topic_item = got.get('checkpoint topic "outbox-relay.checkpoints"', ("", ""))
@@ -259,6 +278,9 @@ def test_server_sql_and_check_with_wal2json_unlisted(server, kafka):
                      "output_plugin_libraries", "pgoutput, test_decoding")
         rc, out, items = check_items(server, kafka, "matrix_check_missing")
         assert rc == EXIT_ENV, out
+        status, text = items["output plugins"]
+        assert status == "FAIL" and "pgoutput allowed, wal2json not" in text and \
+            "start with --plugin=pgoutput (or --plugin=auto)" in text, out
         status, text = items["wal2json"]
         assert status == "FAIL" and "wal2json is not allowed: " in text and \
             "(SQLSTATE 42501)" in text and "ALTER SYSTEM SET output_plugin_libraries = " \
@@ -610,6 +632,218 @@ def test_standby_of_15_cannot_decode(env, kafka):
         assert rc == EXIT_ENV and "logical decoding cannot be used while in recovery" in out, out
         assert standby.query("SELECT slot_name FROM pg_replication_slots") == []
     finally:
+        for s in (standby, primary):
+            if s is not None:
+                s.stop()
+                s.remove()
+
+
+# --- the end-to-end core with pgoutput, on every major ---------------------
+#
+# The servers of other majors have no wal2json, but every one has pgoutput:
+# there the relay runs end to end, on a database of its own per test (sql/
+# outbox.sql loaded), against the suite's broker. The core of the suite:
+# the record, a logical message, the table changed while running, the slot
+# moved by someone else, a small crash loop.
+
+@pytest.fixture
+def mcase(request, env, server, kafka):
+    """The suite's Case, on the major's server."""
+    c = Case(env, server, kafka, "m%s_%s" % (server.major, request.node.originalname))
+    c.setup_db()
+    yield c
+    c.teardown()
+
+
+def pgo_relay(c, *extra, **kw):
+    return start_relay(c, "--plugin", "pgoutput", *extra, **kw)
+
+
+def test_e2e_pgoutput_record_message_and_table_changes(mcase):
+    """The record (key, value, CloudEvents headers, ce_pglsn the commit's end,
+    confirmed after Kafka has it), a logical message published as its row,
+    `check` passing with pgoutput's items; a column added while running (a
+    new Relation message) published; the table swapped under its name: the
+    relay stops (exit 3) without confirming past the swap."""
+    c = mcase
+    reader = c.reader()
+    r = pgo_relay(c, "--message-prefix", "outbox")
+    conn = c.connect(autocommit=False)
+    commit = insert_rows(conn, [{"work_id": "order-103-ack", "kind": "order_received",
+                                 "payload": json.loads(ORDER)}])
+    in_transaction(conn, [("SELECT outbox_emit('msg-1', 'order_received', %s)", (ORDER,))])
+    got = arrive_and_confirm(c, reader, r, ["order-103-ack", "msg-1"])
+    rec = got["order-103-ack"][0]
+    assert rec.key == b"order-103-ack" and rec.topic == c.topic("order_received"), rec
+    assert rec.value_text == c.scalar("SELECT payload::text FROM outbox WHERE work_id = 'order-103-ack'")
+    assert rec.header("ce_source") == "postgresql://%s/%s/public.outbox" % (
+        c.pg.system_identifier(), c.dbname), rec.headers
+    assert rec.header("ce_pgxid") == str(commit.xid32)
+    assert commit.lsn_before < parse_lsn(rec.header("ce_pglsn")) <= commit.lsn_after
+    msg = got["msg-1"][0]
+    assert json.loads(msg.value_text) == json.loads(ORDER), msg
+    assert msg.header("ce_source").endswith("/message/outbox"), msg
+
+    rc, out, items = run_check(c.relay_args("--plugin", "pgoutput", "--message-prefix", "outbox",
+                                            create_slot=False))
+    assert rc == EXIT_OK, out
+    assert items["message prefix"] == ("PASS", '"outbox": pgoutput sends logical messages (its '
+                                       'messages option), those of every prefix, and the relay '
+                                       'publishes the transactional ones with this prefix; '
+                                       'non-transactional ones are counted and never published; '
+                                       'outbox_emit() writes it'), out
+    assert items["output plugins"][0] == "PASS" and "streams with pgoutput" in items["output plugins"][1]
+    assert items["pgoutput"][0] == "PASS", out
+    assert items['publication "%s"' % c.slot] == ("PASS", "lists exactly the 1 outbox table and "
+                                                   "publishes inserts only"), out
+
+    c.query("ALTER TABLE outbox ADD COLUMN note text")
+    added = insert_rows(conn, [{"work_id": "with-note", "kind": "order_received", "payload": {},
+                                "note": "new column"}])
+    arrive_and_confirm(c, reader, r, added.work_ids)
+
+    c.query("DROP EVENT TRIGGER IF EXISTS outbox_guard")
+    before = c.pg.current_wal_lsn()
+    c.query("ALTER TABLE outbox RENAME TO outbox_old; CREATE TABLE outbox (LIKE outbox_old INCLUDING ALL)")
+    lost = insert_rows(conn, simple_rows("after-swap", 2))
+    assert r.wait(60) == EXIT_ENV, r.log
+    assert "nothing after LSN" in r.log, r.log
+    assert c.confirmed() <= before, "confirmed past the swap"
+    reader.drain(timeout=5)
+    assert not set(lost.work_ids) & set(by_id(reader.records)), "rows of the swapped-in table published"
+    conn.close()
+
+
+def test_e2e_pgoutput_slot_moved_by_someone_else(mcase):
+    """--plugin=auto picks wal2json where it is installed, else pgoutput (the
+    harness lists wal2json, but only 15 has it) and says so; the slot then
+    advanced by someone else while the relay is stopped: the next start
+    stops (exit 3) naming the gap, and publishes nothing of it."""
+    c = mcase
+    reader = c.reader()
+    r = start_relay(c, "--plugin", "auto")
+    plugin = "wal2json" if c.pg.major == "15" else "pgoutput"
+    assert "output plugin %s (" % plugin in r.log, r.log
+    assert c.slot_info()["plugin"] == plugin
+    conn = c.connect(autocommit=False)
+    first = insert_rows(conn, simple_rows("first", 2))
+    arrive_and_confirm(c, reader, r, first.work_ids)
+    assert r.stop() == EXIT_OK, r.log
+    gone = insert_rows(conn, simple_rows("skipped", 3))
+    conn.close()
+    c.query("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (c.slot,))
+    rc, out = run_relay(c.relay_args("--plugin", "auto", create_slot=False), timeout=60)
+    assert rc == EXIT_ENV, out
+    assert "someone else consumed the slot" in out, out
+    assert "streaming from slot" not in out, out
+    reader.drain(timeout=5)
+    assert not set(gone.work_ids) & set(by_id(reader.records))
+
+
+def test_e2e_pgoutput_crash_loop(mcase):
+    """A small crash loop: writers commit while the relay is killed (SIGKILL)
+    and restarted; every committed work ID arrives, every duplicate is one a
+    kill explains, nothing rolled back is published."""
+    c = mcase
+    coll = collector(c)
+    args = ("--plugin", "pgoutput", "-X", "linger.ms=100")
+    r = start_relay(c, *args)
+    load = Load(c, "crash", 1200, writers=2, rate=600).start()
+    marks = []
+    try:
+        for at in (300, 700):
+            load.wait_rows(at, 300, tick=coll.poll, relays=[r])
+            sigkill(r)
+            wait_until(lambda: not c.slot_info()["active"], 60, what="the slot to be released",
+                       tick=coll.poll)
+            marks.append(mark(c, coll, "kill at %d rows" % load.committed, exact=True))
+            r = start_relay(c, *args, create_slot=False)
+        expected = load.finish(tick=coll.poll, relays=[r])
+    finally:
+        load.stop()
+    verify(c, coll, expected, marks, "pgoutput_crash_loop_pg%s" % c.pg.major, relays=[r])
+    assert not set(load.rolled_back) & set(coll.ids()), "rolled-back rows were published"
+    assert r.stop() == EXIT_OK, r.log
+
+
+def test_failover_slot_through_a_promotion(env, kafka):
+    """PostgreSQL 17, a primary and a physical standby set up for slot
+    synchronization (synchronized_standby_slots on the primary,
+    primary_slot_name and hot_standby_feedback on the standby): the relay
+    creates its slot with --failover (pgoutput) and streams through a
+    multi-host conninfo (target_session_attrs=read-write); `check` passes the
+    failover item; the slot is synchronized to the standby (`slot status`
+    there: failover, synced). Then the primary stops, the standby is
+    promoted, and the relay reconnects to it and goes on: every row
+    committed before and after the failover arrives, none lost."""
+    major = "17"
+    primary = PostgresServer(env.base_dir, name="failover-pg%s-primary" % major,
+                             bindir=pgmajor.bindir_of(major), settings={"hot_standby_feedback": "on"})
+    standby = None
+    c = None
+    try:
+        primary.start()
+        primary.query("SELECT pg_create_physical_replication_slot('failover_phys')")
+        standby = primary.make_standby("failover-pg%s-standby" % major,
+                                       settings={"primary_slot_name": "'failover_phys'"})
+        reload_until(primary, "ALTER SYSTEM SET synchronized_standby_slots = 'failover_phys'",
+                     "synchronized_standby_slots", "failover_phys")
+        c = Case(env, primary, kafka, "failover_pg%s" % major)
+        c.setup_db()
+        wait_until(lambda: standby.scalar("SELECT count(*) FROM pg_database WHERE datname = %s",
+                                          (c.dbname,)) == 1, 60, what="the database on the standby")
+        both = ("host=%s,%s port=%d,%d user=postgres dbname=%s target_session_attrs=read-write"
+                % (primary.host, standby.host, primary.port, standby.port, c.dbname))
+        args = ["-d", both, "-S", c.slot, "-b", kafka.bootstrap, "--topic", c.prefix + ".${kind}",
+                "-s", "1", "--plugin", "pgoutput"]
+        reader = c.reader()
+        r = env.relay(args + ["--create-slot", "--failover"], name="%s-relay" % c.name)
+        c.relays.append(r)
+        r.wait_ready(primary, c.slot, timeout=120)
+        assert "created replication slot \"%s\" with plugin pgoutput as a failover slot" % c.slot \
+            in r.log, r.log
+        rc, out, items = run_check(args)
+        assert items["failover slot"][0] == "PASS" and "'failover_phys': \"failover_phys\" streaming" \
+            in items["failover slot"][1], out
+
+        conn = c.connect(autocommit=False)
+        before = insert_rows(conn, simple_rows("before", 5))
+        conn.close()
+        arrive_and_confirm(c, reader, r, before.work_ids)
+
+        def synced():
+            primary.query("SELECT pg_log_standby_snapshot()")
+            standby.query("SELECT pg_sync_replication_slots()")
+            return standby.query("SELECT synced, temporary, failover FROM pg_replication_slots "
+                                 "WHERE slot_name = %s", (c.slot,)) == [(True, False, True)]
+        wait_until(synced, 60, interval=0.2, what="the failover slot synchronized to the standby")
+        rc, out = run_relay(["slot", "status", "-d", standby.conninfo(c.dbname), "-S", c.slot])
+        assert rc == EXIT_OK and "failover:            yes" in out and "synced:              yes" in out \
+            and "invalidation_reason: - (valid)" in out, out
+
+        conn = c.connect(autocommit=False)
+        during = insert_rows(conn, simple_rows("during", 5))
+        conn.close()
+        assert reader.read_until(lambda recs: set(during.work_ids) <= {x.header("ce_id") for x in recs},
+                                 30), r.log
+        primary.stop()
+        assert standby.scalar("SELECT pg_promote()") is True
+        conn = standby.connect(c.dbname, autocommit=False)
+        after = insert_rows(conn, simple_rows("after", 5))
+        conn.close()
+        ids = before.work_ids + during.work_ids + after.work_ids
+        assert reader.read_until(lambda recs: set(ids) <= {x.header("ce_id") for x in recs}, 120), \
+            "rows lost at the failover\n" + r.log
+        assert r.alive, r.log
+        assert "reconnecting" in r.log and r.log.count("streaming from slot") >= 2, r.log
+        assert r.stop() == EXIT_OK, r.log
+    finally:
+        if c is not None:
+            for x in c.relays:
+                if x.alive:
+                    x.kill()
+            for rd in c.readers:
+                rd.close()
         for s in (standby, primary):
             if s is not None:
                 s.stop()

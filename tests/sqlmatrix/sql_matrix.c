@@ -21,7 +21,11 @@
  * found", or "FAIL NAME: why") and a summary; exits 0 only if every probe
  * passed, 1 otherwise, 2 on a usage error.
  *
- * A function added to preflight.h that sends SQL gets a probe in probes[]
+ * pgoutput: the publication functions of src/publication.h, a pgoutput slot
+ * (a failover one on 17+), the relay's startup with --plugin=pgoutput and
+ * --plugin=auto.
+ *
+ * A function added to preflight.h or publication.h that sends SQL gets a probe in probes[]
  * below (test_sql_matrix.py fails until it has one); each probe is named
  * after the function it calls. Probes run in table order and share @ctx:
  * later ones use the slots earlier ones created.
@@ -42,6 +46,7 @@
 #include "lsn.h"
 #include "pgstream.h"
 #include "preflight.h"
+#include "publication.h"
 
 /* How long a probe waits for the server (streamed data), ms. */
 #define PROBE_WAIT_MS 10000
@@ -55,11 +60,16 @@ struct ctx {
         struct relay_config conf;       /* -S slot: the persistent test_decoding slot */
         struct relay_config conf_create; /* -S create_slot --create-slot: preflight_run() makes it */
         struct relay_config conf_headers; /* --column-header for a column there and one not */
+        struct relay_config conf_pgo;   /* --plugin=pgoutput --create-slot: its publication, then its slot */
+        struct relay_config conf_auto;  /* --plugin=auto --create-slot */
         char slot[64];              /* persistent test_decoding slot */
         char tmp_slot[64];          /* temporary test_decoding slot, gone with @c */
         char w2j_slot[64];          /* wal2json probe slot */
         char create_slot[64];       /* what preflight_run() creates with --create-slot */
         char missing[64];           /* never created */
+        char pgo_slot[64];          /* conf_pgo's slot, and the name of its publication */
+        char auto_slot[64];         /* conf_auto's slot */
+        char fo_slot[64];           /* a pgoutput failover slot (17+) */
         const char *synced_slot;    /* --synced-slot: a failover slot's copy on a standby (17+) */
         struct preflight_slot persistent, temporary, absent; /* what preflight_read_slot() read */
         char detail[2048];          /* what a passing probe found */
@@ -227,7 +237,7 @@ static int create(struct ctx *x, const char *slot, const char *plugin, bool temp
 {
         uint64_t lsn = LSN_INVALID;
 
-        *ret_rc = preflight_create_slot(x->c, slot, plugin, temporary, PREFLIGHT_PROBE_TIMEOUT_MS,
+        *ret_rc = preflight_create_slot(x->c, slot, plugin, temporary, false, PREFLIGHT_PROBE_TIMEOUT_MS,
                                         &lsn, err, errlen, state);
         if (*ret_rc == 0)
                 EXPECT(x, lsn != LSN_INVALID, "no consistent point");
@@ -368,29 +378,29 @@ static int p_slot_verdict(struct ctx *x)
         const char *db = x->set.dbname;
         char buf[1024], err[1024];
 
-        EXPECT(x, preflight_slot_verdict(&x->persistent, db) == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
-               (int)preflight_slot_verdict(&x->persistent, db));
-        preflight_slot_explain(PREFLIGHT_SLOT_OTHER_PLUGIN, &x->persistent, x->slot, db,
+        EXPECT(x, preflight_slot_verdict(&x->persistent, db, "wal2json") == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
+               (int)preflight_slot_verdict(&x->persistent, db, "wal2json"));
+        preflight_slot_explain(PREFLIGHT_SLOT_OTHER_PLUGIN, &x->persistent, x->slot, db, "wal2json",
                                PREFLIGHT_AT_START, LSN_INVALID, buf, sizeof(buf));
         EXPECT(x, strstr(buf, "uses output plugin \"test_decoding\", not wal2json"), "%s", buf);
-        EXPECT(x, preflight_check_slot(&x->persistent, x->slot, db, err, sizeof(err)) == -EINVAL,
+        EXPECT(x, preflight_check_slot(&x->persistent, x->slot, db, "wal2json", err, sizeof(err)) == -EINVAL,
                "check_slot passed a test_decoding slot");
-        EXPECT(x, preflight_slot_verdict(&x->temporary, db) == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
-               (int)preflight_slot_verdict(&x->temporary, db));
-        EXPECT(x, preflight_slot_verdict(&x->absent, db) == PREFLIGHT_SLOT_MISSING, "%d",
-               (int)preflight_slot_verdict(&x->absent, db));
-        EXPECT(x, preflight_slot_verdict(&x->persistent, "other_db") == PREFLIGHT_SLOT_OTHER_PLUGIN,
+        EXPECT(x, preflight_slot_verdict(&x->temporary, db, "wal2json") == PREFLIGHT_SLOT_OTHER_PLUGIN, "%d",
+               (int)preflight_slot_verdict(&x->temporary, db, "wal2json"));
+        EXPECT(x, preflight_slot_verdict(&x->absent, db, "wal2json") == PREFLIGHT_SLOT_MISSING, "%d",
+               (int)preflight_slot_verdict(&x->absent, db, "wal2json"));
+        EXPECT(x, preflight_slot_verdict(&x->persistent, "other_db", "wal2json") == PREFLIGHT_SLOT_OTHER_PLUGIN,
                "plugin is judged before the database");
         /* the same row, had its plugin been wal2json: OK, summed up from the server's figures */
         {
                 struct preflight_slot w = x->persistent;
 
                 snprintf(w.plugin, sizeof(w.plugin), "wal2json");
-                EXPECT(x, preflight_slot_verdict(&w, db) == PREFLIGHT_SLOT_OK, "%d",
-                       (int)preflight_slot_verdict(&w, db));
-                EXPECT(x, preflight_slot_verdict(&w, "other_db") == PREFLIGHT_SLOT_OTHER_DATABASE,
+                EXPECT(x, preflight_slot_verdict(&w, db, "wal2json") == PREFLIGHT_SLOT_OK, "%d",
+                       (int)preflight_slot_verdict(&w, db, "wal2json"));
+                EXPECT(x, preflight_slot_verdict(&w, "other_db", "wal2json") == PREFLIGHT_SLOT_OTHER_DATABASE,
                        "other database");
-                preflight_slot_explain(PREFLIGHT_SLOT_OK, &w, x->slot, db, PREFLIGHT_AT_START,
+                preflight_slot_explain(PREFLIGHT_SLOT_OK, &w, x->slot, db, "wal2json", PREFLIGHT_AT_START,
                                        LSN_INVALID, buf, sizeof(buf));
                 EXPECT(x, strstr(buf, ", wal_status reserved"), "%s", buf);
         }
@@ -599,8 +609,9 @@ static int p_read_synced(struct ctx *x)
                (unsigned long long)s.current_wal_lsn);
         w = s;
         snprintf(w.plugin, sizeof(w.plugin), "wal2json");
-        v = preflight_slot_verdict(&w, x->set.dbname);
-        preflight_slot_explain(v, &w, x->synced_slot, x->set.dbname, PREFLIGHT_AT_START, LSN_INVALID,
+        v = preflight_slot_verdict(&w, x->set.dbname, "wal2json");
+        preflight_slot_explain(v, &w, x->synced_slot, x->set.dbname, "wal2json", PREFLIGHT_AT_START,
+                               LSN_INVALID,
                                buf, sizeof(buf));
         if (recovery)
                 EXPECT(x, v == PREFLIGHT_SLOT_SYNCED && strstr(buf, "synchronized copy of the "
@@ -625,7 +636,7 @@ static int p_watch(struct ctx *x)
         PGresult *r;
 
         EXPECT(x, schemas && tables, "out of memory");
-        r = preflight_watch(x->c, schemas, tables, x->slot);
+        r = preflight_watch(x->c, schemas, tables, x->slot, NULL);
         free(schemas);
         free(tables);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 2) {
@@ -642,6 +653,158 @@ static int p_watch(struct ctx *x)
         detail(x, "outbox is OID %s, a permanent table; slot confirmed at %s", PQgetvalue(r, 0, 1),
                PQgetvalue(r, 0, 5));
         PQclear(r);
+        return 0;
+}
+
+
+/*
+ * pgoutput's publication: read while missing (-ENOENT with the CREATE SQL),
+ * created, read and judged the relay's; with a row filter (15+) or another
+ * table it is not; the side connection's round sees its OID, xmin, pubinsert
+ * and the table's pg_publication_rel row. Left in place for preflight_run
+ * (--plugin=pgoutput), which must find it the relay's.
+ */
+static int p_publication(struct ctx *x)
+{
+        const struct relay_config *conf = &x->conf_pgo;
+        struct publication pub;
+        char err[2048];
+        int rc = publication_read(x->c, x->pgo_slot, conf->tables, conf->ntables, &pub, err, sizeof(err));
+
+        EXPECT(x, rc == 0 && !pub.exists, "%d exists %d: %s", rc, pub.exists, err);
+        rc = publication_judge(&pub, conf, err, sizeof(err), NULL, 0);
+        publication_release(&pub);
+        EXPECT(x, rc == -ENOENT && strstr(err, "does not exist") && strstr(err, "CREATE PUBLICATION"),
+               "%d: %s", rc, err);
+        detail(x, "missing: -ENOENT with the CREATE PUBLICATION");
+        return 0;
+}
+
+static int p_publication_create(struct ctx *x)
+{
+        const struct relay_config *conf = &x->conf_pgo;
+        struct table_name t[1] = {{"public", "outbox"}};
+        struct publication pub;
+        char err[2048], sql[512], *schemas, *tables;
+        PGresult *r;
+        int rc = publication_create(x->c, conf, err, sizeof(err));
+
+        EXPECT(x, rc == 0, "create %d: %s", rc, err);
+        rc = publication_create(x->c, conf, err, sizeof(err));
+        EXPECT(x, rc == -EEXIST, "create again %d: %s", rc, err);
+        rc = publication_read(x->c, x->pgo_slot, conf->tables, conf->ntables, &pub, err, sizeof(err));
+        EXPECT(x, rc == 0 && pub.exists && pub.insert && !pub.update && !pub.del && !pub.truncate &&
+                  !pub.all_tables && !pub.in_schema && pub.rel_oids[0] && !pub.filtered[0] &&
+                  pub.nextra == 0, "%d: %s", rc, err);
+        rc = publication_judge(&pub, conf, err, sizeof(err), NULL, 0);
+        publication_release(&pub);
+        EXPECT(x, rc == 0, "judged not the relay's: %s", err);
+        if (x->major >= 15) {
+                snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s SET TABLE public.outbox WHERE "
+                         "(kind <> 'x')", x->pgo_slot);
+                if (exec_sql(x, x->c, sql) < 0)
+                        return -1;
+                rc = publication_read(x->c, x->pgo_slot, conf->tables, conf->ntables, &pub, err,
+                                      sizeof(err));
+                EXPECT(x, rc == 0 && pub.filtered[0], "%d filtered %d: %s", rc, pub.filtered[0], err);
+                rc = publication_judge(&pub, conf, err, sizeof(err), NULL, 0);
+                publication_release(&pub);
+                EXPECT(x, rc == -EINVAL && strstr(err, "row filter") && strstr(err, "SET TABLE"),
+                       "%d: %s", rc, err);
+                snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s SET TABLE public.outbox", x->pgo_slot);
+                if (exec_sql(x, x->c, sql) < 0)
+                        return -1;
+        }
+        schemas = preflight_watch_array(t, 1, true);
+        tables = preflight_watch_array(t, 1, false);
+        EXPECT(x, schemas && tables, "out of memory");
+        r = preflight_watch(x->c, schemas, tables, x->slot, x->pgo_slot);
+        free(schemas);
+        free(tables);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+                snprintf(x->why, sizeof(x->why), "preflight_watch: %s", PQresultErrorMessage(r));
+                PQclear(r);
+                return -1;
+        }
+        rc = !PQgetisnull(r, 0, 7) && !PQgetisnull(r, 0, 8) && strcmp(PQgetvalue(r, 0, 9), "t") == 0 &&
+             !PQgetisnull(r, 0, 10);
+        PQclear(r);
+        EXPECT(x, rc, "the round's publication columns are NULL or pubinsert false");
+        detail(x, "created (inserts only), the relay's; %s; seen by the round",
+               x->major >= 15 ? "a row filter refused" : "no row filters before 15");
+        return 0;
+}
+
+/* A pgoutput slot, and with failover: refused before 17, a failover slot from 17. */
+static int p_create_pgoutput(struct ctx *x)
+{
+        struct preflight_slot s;
+        char err[1024], state[6];
+        uint64_t lsn;
+        int rc = preflight_create_slot(x->c, x->fo_slot, "pgoutput", false, true, PREFLIGHT_PROBE_TIMEOUT_MS,
+                                       &lsn, err, sizeof(err), state);
+
+        if (x->major < 17) {
+                EXPECT(x, rc == -EINVAL && strstr(err, "failover slots came with 17"), "%d: %s", rc, err);
+                rc = preflight_create_slot(x->c, x->fo_slot, "pgoutput", false, false,
+                                           PREFLIGHT_PROBE_TIMEOUT_MS, &lsn, err, sizeof(err), state);
+        }
+        EXPECT(x, rc == 0, "%d (SQLSTATE %s): %s", rc, state, err);
+        rc = preflight_read_slot(x->c, x->fo_slot, &s, err, sizeof(err));
+        EXPECT(x, rc == 0 && s.exists && strcmp(s.plugin, "pgoutput") == 0 &&
+                  s.failover == (x->major >= 17), "%d plugin %s failover %d: %s", rc, s.plugin,
+               s.failover, err);
+        EXPECT(x, preflight_slot_verdict(&s, x->set.dbname, "pgoutput") == PREFLIGHT_SLOT_OK &&
+                  preflight_slot_verdict(&s, x->set.dbname, "wal2json") == PREFLIGHT_SLOT_OTHER_DECODER &&
+                  preflight_slot_verdict(&s, x->set.dbname, NULL) == PREFLIGHT_SLOT_OK, "verdicts");
+        if (drop_slot(x, x->fo_slot) < 0)
+                return -1;
+        detail(x, "pgoutput slot%s", x->major >= 17 ? " with failover" : "; --failover refused before 17");
+        return 0;
+}
+
+/* The relay's startup with --plugin=pgoutput --create-slot: the publication it finds, its slot. */
+static int p_run_pgoutput(struct ctx *x)
+{
+        static const char *const cols[] = {"kind"};
+        struct preflight_result res = {0};
+        char err[2048];
+        int r = preflight_run(&x->conf_pgo, cols, 1, &res, err, sizeof(err));
+
+        EXPECT(x, r == 0 && res.slot_created && strcmp(res.plugin, "pgoutput") == 0 &&
+                  res.publication_oid && res.pubrel_oids && res.pubrel_oids[0],
+               "%d created %d plugin %s: %s", r, res.slot_created, res.plugin, err);
+        preflight_result_release(&res);
+        detail(x, "created pgoutput slot \"%s\" after its publication", x->pgo_slot);
+        return 0;
+}
+
+/* --plugin=auto --create-slot: wal2json where installed, else pgoutput (its publication made first). */
+static int p_run_auto(struct ctx *x)
+{
+        static const char *const cols[] = {"kind"};
+        struct preflight_result res = {0};
+        char err[2048];
+        int r = preflight_run(&x->conf_auto, cols, 1, &res, err, sizeof(err));
+
+        EXPECT(x, r == 0 && res.slot_created &&
+                  strcmp(res.plugin, x->wal2json ? "wal2json" : "pgoutput") == 0,
+               "%d created %d plugin %s: %s", r, res.slot_created, res.plugin, err);
+        preflight_result_release(&res);
+        detail(x, "chose %s", x->wal2json ? "wal2json (installed)" : "pgoutput (wal2json not installed)");
+        return 0;
+}
+
+static int p_drop_pgoutput(struct ctx *x)
+{
+        char sql[256];
+
+        if (drop_slot(x, x->pgo_slot) < 0 || drop_slot(x, x->auto_slot) < 0)
+                return -1;
+        snprintf(sql, sizeof(sql), "DROP PUBLICATION IF EXISTS %s, %s", x->pgo_slot, x->auto_slot);
+        if (exec_sql(x, x->c, sql) < 0)
+                return -1;
+        detail(x, "dropped the pgoutput slots and publications");
         return 0;
 }
 
@@ -672,6 +835,12 @@ static const struct probe probes[] = {
         {"pgstream_start (START_REPLICATION)", p_start_replication},
         {"preflight_run", p_run},
         {"preflight_run (--create-slot)", p_run_create},
+        {"publication_read (missing) and publication_judge", p_publication},
+        {"publication_create, publication_read and preflight_watch (publication)", p_publication_create},
+        {"preflight_create_slot (pgoutput, failover)", p_create_pgoutput},
+        {"preflight_run (--plugin=pgoutput --create-slot)", p_run_pgoutput},
+        {"preflight_run (--plugin=auto --create-slot)", p_run_auto},
+        {"pg_drop_replication_slot (pgoutput)", p_drop_pgoutput},
         {"pg_drop_replication_slot", p_drop},
 };
 
@@ -714,6 +883,9 @@ int main(int argc, char **argv)
         snprintf(x.w2j_slot, sizeof(x.w2j_slot), "sqlmatrix_%d_w2j", (int)getpid());
         snprintf(x.create_slot, sizeof(x.create_slot), "sqlmatrix_%d_run", (int)getpid());
         snprintf(x.missing, sizeof(x.missing), "sqlmatrix_%d_missing", (int)getpid());
+        snprintf(x.pgo_slot, sizeof(x.pgo_slot), "sqlmatrix_%d_pgo", (int)getpid());
+        snprintf(x.auto_slot, sizeof(x.auto_slot), "sqlmatrix_%d_auto", (int)getpid());
+        snprintf(x.fo_slot, sizeof(x.fo_slot), "sqlmatrix_%d_fo", (int)getpid());
         {
                 char *a[] = {"outbox-relay", "-d", (char *)x.conninfo, "-S", x.slot, "-t",
                              "public.outbox", NULL};
@@ -723,9 +895,16 @@ int main(int argc, char **argv)
                              "public.outbox", "--column-header", "entity_id=x-entity",
                              "--column-header", "no_such_column", NULL};
 
+                char *g[] = {"outbox-relay", "-d", (char *)x.conninfo, "-S", x.pgo_slot, "-t",
+                             "public.outbox", "--create-slot", "--plugin", "pgoutput", NULL};
+                char *u[] = {"outbox-relay", "-d", (char *)x.conninfo, "-S", x.auto_slot, "-t",
+                             "public.outbox", "--create-slot", "--plugin", "auto", NULL};
+
                 if (config_parse(7, a, &x.conf, err, sizeof(err)) < 0 ||
                     config_parse(10, b, &x.conf_create, err, sizeof(err)) < 0 ||
-                    config_parse(11, h, &x.conf_headers, err, sizeof(err)) < 0) {
+                    config_parse(11, h, &x.conf_headers, err, sizeof(err)) < 0 ||
+                    config_parse(10, g, &x.conf_pgo, err, sizeof(err)) < 0 ||
+                    config_parse(10, u, &x.conf_auto, err, sizeof(err)) < 0) {
                         fprintf(stderr, "sql_matrix: %s\n", err);
                         return 2;
                 }
@@ -755,5 +934,7 @@ int main(int argc, char **argv)
         config_free(&x.conf);
         config_free(&x.conf_create);
         config_free(&x.conf_headers);
+        config_free(&x.conf_pgo);
+        config_free(&x.conf_auto);
         return failed || !passed ? 1 : 0;
 }

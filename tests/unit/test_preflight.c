@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Unit tests of preflight.c's version gate: the one place that refuses a
- * server older than PostgreSQL 14. (The SQL of preflight.c runs against real
+ * server older than PostgreSQL 14; the output plugin's choice, allowance
+ * and verdict. (The SQL of preflight.c runs against real
  * servers of each major: tests/sqlmatrix, tests/integration/test_sql_matrix.py.)
  */
 #include <errno.h>
@@ -56,11 +57,64 @@ static void test_sync_standby(void)
         CHECK(strstr(err, "ALTER SYSTEM SET synchronous_standby_names") != NULL);
 }
 
+/* --plugin=auto: the slot's plugin, else what output_plugin_libraries allows; the fix for each plugin. */
+static void test_choose_plugin(void)
+{
+        struct preflight_settings set = {0};
+        struct preflight_slot slot = {0};
+        char why[512], err[4096];
+
+        /* no setting (before 15.19 and the like): wal2json */
+        CHECK_STR(preflight_choose_plugin(&set, NULL, "auto", why, sizeof(why)), "wal2json");
+        CHECK(strstr(why, "no output_plugin_libraries") != NULL);
+        CHECK(preflight_plugin_allowed(&set, "wal2json") && preflight_plugin_allowed(&set, "pgoutput"));
+        /* the default list: pgoutput, and the check's fix names it */
+        set.has_output_plugin_libraries = true;
+        snprintf(set.output_plugin_libraries, sizeof(set.output_plugin_libraries), "pgoutput, test_decoding");
+        CHECK_STR(preflight_choose_plugin(&set, NULL, "auto", why, sizeof(why)), "pgoutput");
+        CHECK(strstr(why, "does not list wal2json") != NULL);
+        CHECK_INT(preflight_check_plugin_libraries(&set, "pgoutput", err, sizeof(err)), 0);
+        CHECK_INT(preflight_check_plugin_libraries(&set, "wal2json", err, sizeof(err)), -EINVAL);
+        CHECK(strstr(err, "'pgoutput', 'test_decoding', 'wal2json'; SELECT pg_reload_conf()") != NULL);
+        CHECK(strstr(err, "or start with --plugin=pgoutput") != NULL);
+        /* listed (quoted or not): wal2json */
+        snprintf(set.output_plugin_libraries, sizeof(set.output_plugin_libraries),
+                 "pgoutput, \"wal2json\"");
+        CHECK_STR(preflight_choose_plugin(&set, NULL, "auto", why, sizeof(why)), "wal2json");
+        /* a list without pgoutput: its fix keeps the names and adds pgoutput once */
+        snprintf(set.output_plugin_libraries, sizeof(set.output_plugin_libraries), "wal2json");
+        CHECK_INT(preflight_check_plugin_libraries(&set, "pgoutput", err, sizeof(err)), -EINVAL);
+        CHECK(strstr(err, "ALTER SYSTEM SET output_plugin_libraries = 'wal2json', 'pgoutput';") != NULL);
+        /* an existing slot keeps its plugin under auto, whatever the list says */
+        slot.exists = true;
+        snprintf(slot.slot_type, sizeof(slot.slot_type), "logical");
+        snprintf(slot.plugin, sizeof(slot.plugin), "pgoutput");
+        CHECK_STR(preflight_choose_plugin(&set, &slot, "auto", why, sizeof(why)), "pgoutput");
+        CHECK_STR(why, "the slot's own plugin");
+        /* a slot of a plugin the relay does not decode: as if there were none */
+        snprintf(slot.plugin, sizeof(slot.plugin), "test_decoding");
+        CHECK_STR(preflight_choose_plugin(&set, &slot, "auto", why, sizeof(why)), "wal2json");
+        /* --plugin named: that one, and the verdict on the slot's says the rest */
+        snprintf(slot.plugin, sizeof(slot.plugin), "pgoutput");
+        CHECK_STR(preflight_choose_plugin(&set, &slot, "wal2json", why, sizeof(why)), "wal2json");
+        snprintf(slot.database, sizeof(slot.database), "shop");
+        slot.restart_lsn = 1;
+        CHECK_INT(preflight_slot_verdict(&slot, "shop", "wal2json"), PREFLIGHT_SLOT_OTHER_DECODER);
+        CHECK_INT(preflight_check_slot(&slot, "s", "shop", "wal2json", err, sizeof(err)), -EDOM);
+        CHECK(strstr(err, "Start with --plugin=pgoutput") != NULL);
+        CHECK_INT(preflight_slot_verdict(&slot, "shop", NULL), PREFLIGHT_SLOT_OK);
+        /* invalidated on 17+: the reason and its remedy */
+        snprintf(slot.invalidation_reason, sizeof(slot.invalidation_reason), "idle_timeout");
+        CHECK_INT(preflight_check_slot(&slot, "s", "shop", "pgoutput", err, sizeof(err)), -EINVAL);
+        CHECK(strstr(err, "invalidation_reason idle_timeout") && strstr(err, "idle_replication_slot_timeout to 0"));
+}
+
 int main(void)
 {
         char err[512];
 
         CHECK_INT(PREFLIGHT_MIN_SERVER_VERSION, 140000);
+        test_choose_plugin();
 
         /* every supported major, at its first and a late minor */
         CHECK_INT(version(140000, "14.0", err, sizeof(err)), 0);

@@ -48,37 +48,6 @@ static void test_parse_time(void)
         CHECK_INT(us, 7);
 }
 
-static void test_wal2json_value(void)
-{
-        struct w2j_value v;
-
-        redrive_wal2json_value(16, "t", 1, false, &v);
-        CHECK_STR(v.ptr, "true");
-        CHECK_INT(v.len, 4);
-        redrive_wal2json_value(16, "f", 1, false, &v);
-        CHECK_STR(v.ptr, "false");
-        redrive_wal2json_value(17, "\\x4142", 6, false, &v);
-        CHECK_STR(v.ptr, "4142");
-        CHECK_INT(v.len, 4);
-        redrive_wal2json_value(1700, "29.00", 5, false, &v);
-        CHECK_STR(v.ptr, "29.00");
-        CHECK_INT(v.was_number, 1);
-        CHECK_INT(v.is_null, 0);
-        redrive_wal2json_value(1700, "NaN", 3, false, &v);
-        CHECK_INT(v.is_null, 1);
-        redrive_wal2json_value(701, "-Infinity", 9, false, &v);
-        CHECK_INT(v.is_null, 1);
-        /* text, jsonb, and a domain over bool (its own OID): as PostgreSQL printed them */
-        redrive_wal2json_value(3802, "{\"a\": 1}", 8, false, &v);
-        CHECK_STR(v.ptr, "{\"a\": 1}");
-        CHECK_INT(v.was_number, 0);
-        redrive_wal2json_value(90001, "t", 1, false, &v);
-        CHECK_STR(v.ptr, "t");
-        redrive_wal2json_value(25, NULL, 0, true, &v);
-        CHECK_INT(v.is_null, 1);
-        CHECK(v.ptr == NULL);
-}
-
 static const struct producer_header extra[2] = {
         {"outbox_relay_redrive_reason", "topic fixed", 11},
         {"outbox_relay_redrive_by", "ops@host", 8},
@@ -208,7 +177,6 @@ static void test_usage(void)
 int main(void)
 {
         test_parse_time();
-        test_wal2json_value();
         test_row_headers();
         test_dead_letter_headers();
         test_usage();

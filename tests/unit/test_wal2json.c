@@ -347,6 +347,37 @@ static void test_escape_table_name(void)
         CHECK_INT(w2j_escape_table_name("a b", buf, 5), 4);
 }
 
+static void test_value_from_text(void)
+{
+        struct w2j_value v;
+
+        w2j_value_from_text(16, "t", 1, false, &v);
+        CHECK_STR(v.ptr, "true");
+        CHECK_INT(v.len, 4);
+        w2j_value_from_text(16, "f", 1, false, &v);
+        CHECK_STR(v.ptr, "false");
+        w2j_value_from_text(17, "\\x4142", 6, false, &v);
+        CHECK_STR(v.ptr, "4142");
+        CHECK_INT(v.len, 4);
+        w2j_value_from_text(1700, "29.00", 5, false, &v);
+        CHECK_STR(v.ptr, "29.00");
+        CHECK_INT(v.was_number, 1);
+        CHECK_INT(v.is_null, 0);
+        w2j_value_from_text(1700, "NaN", 3, false, &v);
+        CHECK_INT(v.is_null, 1);
+        w2j_value_from_text(701, "-Infinity", 9, false, &v);
+        CHECK_INT(v.is_null, 1);
+        /* text, jsonb, and a domain over bool (its own OID): as PostgreSQL printed them */
+        w2j_value_from_text(3802, "{\"a\": 1}", 8, false, &v);
+        CHECK_STR(v.ptr, "{\"a\": 1}");
+        CHECK_INT(v.was_number, 0);
+        w2j_value_from_text(90001, "t", 1, false, &v);
+        CHECK_STR(v.ptr, "t");
+        w2j_value_from_text(25, NULL, 0, true, &v);
+        CHECK_INT(v.is_null, 1);
+        CHECK(v.ptr == NULL);
+}
+
 int main(void)
 {
         test_captured();
@@ -355,5 +386,6 @@ int main(void)
         test_messages();
         test_timestamp();
         test_escape_table_name();
+        test_value_from_text();
         return check_summary();
 }

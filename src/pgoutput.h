@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decoder for pgoutput, PostgreSQL's built-in logical replication output
+ * plugin, protocol version 1 with text values: one message per XLogData, as
+ * requested with proto_version '1', publication_names and (PostgreSQL 14+)
+ * messages 'true', and without binary, streaming or two_phase. Sources:
+ * PostgreSQL documentation "Logical Replication Message Formats"
+ * (protocol-logicalrep-message-formats.html) and
+ * src/backend/replication/logical/proto.c (logicalrep_write_*), with
+ * src/backend/replication/pgoutput/pgoutput.c for when each is sent.
+ *
+ * Integers are big-endian; String is NUL-terminated (server encoding, UTF-8
+ * here); LSNs are Int64; timestamps are Int64 microseconds since 2000-01-01
+ * 00:00 UTC. Without streaming no message carries an xid of its own.
+ *
+ *   Begin     'B' Int64 final LSN (the commit record's LSN), Int64 commit
+ *                 timestamp, Int32 xid
+ *   Commit    'C' Int8 flags (0), Int64 commit LSN, Int64 end LSN (just past
+ *                 the commit record), Int64 commit timestamp
+ *   Origin    'O' Int64 the origin's commit LSN, String origin name
+ *   Relation  'R' Int32 relation OID, String namespace ("" for pg_catalog),
+ *                 String relation name, Int8 replica identity ('d', 'n',
+ *                 'f', 'i'), Int16 number of columns, then per column:
+ *                 Int8 flags (1: part of the key), String name, Int32 type
+ *                 OID (pg_attribute.atttypid: a domain's own OID), Int32
+ *                 atttypmod
+ *   Type      'Y' Int32 type OID, String namespace, String type name
+ *   Insert    'I' Int32 relation OID, Byte1 'N', TupleData (the new row)
+ *   Update    'U' Int32 relation OID, [Byte1 'K' or 'O', TupleData (old key
+ *                 or row)], Byte1 'N', TupleData (the new row)
+ *   Delete    'D' Int32 relation OID, Byte1 'K' or 'O', TupleData
+ *   Truncate  'T' Int32 number of relations, Int8 flags (1 CASCADE,
+ *                 2 RESTART IDENTITY), Int32 relation OID per relation
+ *   Message   'M' Int8 flags (1: transactional), Int64 LSN of the message
+ *                 (the end of its WAL record, what pg_logical_emit_message()
+ *                 returned), String prefix, Int32 length, Byte[length]
+ *                 content (PostgreSQL 14+, with messages 'true')
+ *
+ *   TupleData     Int16 number of columns, then per column one of:
+ *                 'n' (NULL), 'u' (unchanged TOASTed value: UPDATE only),
+ *                 't' Int32 length, Byte[length] (the type's text output),
+ *                 'b' Int32 length, Byte[length] (binary: never asked for)
+ *
+ * A Relation message describes a table before the first change of it that
+ * a walsender sends, and again after the table changed (pgoutput.c,
+ * maybe_send_schema()); Type messages (user-defined types) come before it.
+ * Since PostgreSQL 15 a transaction without a published change is not sent
+ * at all, and Begin comes just before its first change. Dropped and
+ * generated columns are not sent.
+ *
+ * Begin carries the commit record's LSN but not the transaction's end LSN,
+ * which only Commit brings, and the relay names, confirms and skips
+ * transactions by their end LSN (wal2json's "nextlsn"). So the decoder holds
+ * each transaction's messages until its Commit and then hands out Begin
+ * (with the end LSN), the changes and Commit in stream order. A transaction
+ * is held in memory up to the limit given to pgo_decoder_new(), the rest in
+ * an unlinked file under $TMPDIR (/tmp), as PostgreSQL spills a large
+ * transaction to disk itself: memory stays bounded whatever a transaction
+ * holds. Relation messages are applied in their place among the held
+ * changes.
+ *
+ * Values are handed out as the text PostgreSQL's output function printed,
+ * NUL-terminated in place: no allocation per row. The Relation cache is
+ * bounded (PGO_RELATIONS_MAX tables of at most PGO_COLUMNS_MAX columns).
+ * Knows nothing of Kafka, of the replication protocol's framing, of which
+ * tables are outboxes or of what a message means.
+ */
+#ifndef RELAY_PGOUTPUT_H
+#define RELAY_PGOUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Relations remembered at once, at most. The relay's publication holds only
+ * its outbox tables; a Relation message for one more is an error (-ENOSPC),
+ * never an eviction: pgoutput does not send a table's Relation message
+ * again, so a forgotten one could not be decoded.
+ */
+#define PGO_RELATIONS_MAX 1024
+/* Columns of a relation, at most: PostgreSQL's MaxTupleAttributeNumber. */
+#define PGO_COLUMNS_MAX 1664
+/* Bytes of a transaction held in memory before the rest goes to a file, by default. */
+#define PGO_TXN_MEMORY_DEFAULT ((size_t)4 * 1024 * 1024)
+
+enum pgo_kind {
+        PGO_BEGIN,
+        PGO_COMMIT,
+        PGO_INSERT,
+        PGO_UPDATE,
+        PGO_DELETE,
+        PGO_TRUNCATE,
+        PGO_MESSAGE,
+};
+
+struct pgo_column {
+        const char *name;    /* the column's name, NUL-terminated */
+        uint32_t typeoid;    /* pg_attribute.atttypid */
+        int32_t typmod;      /* pg_attribute.atttypmod, -1 for none */
+        bool key;            /* part of the replica identity */
+};
+
+struct pgo_relation {
+        uint32_t oid;        /* pg_class.oid */
+        const char *schema;  /* the namespace, "pg_catalog" where the message has "" */
+        const char *name;    /* the relation's name */
+        char replident;      /* pg_class.relreplident */
+        size_t ncolumns;
+        const struct pgo_column *columns;
+};
+
+struct pgo_value {
+        const char *ptr;     /* the text, NUL-terminated, holding no NUL; NULL for NULL or unchanged */
+        size_t len;          /* bytes of @ptr, without the terminator */
+        bool is_null;        /* SQL NULL */
+        bool unchanged;      /* UPDATE only: an unchanged TOASTed value, not sent */
+};
+
+struct pgo_event {
+        enum pgo_kind kind;
+        uint32_t xid;             /* of the transaction; 0 for a non-transactional message */
+        /*
+         * BEGIN, COMMIT: the commit record's LSN. INSERT, UPDATE, DELETE,
+         * TRUNCATE: the dataStart of the XLogData that carried the change
+         * (the start of its WAL record), as given to pgo_decode(). MESSAGE:
+         * the message's LSN.
+         */
+        uint64_t lsn;
+        uint64_t end_lsn;         /* BEGIN, COMMIT: the LSN just past the commit record */
+        int64_t commit_time_us;   /* µs since the Unix epoch; 0 for a non-transactional message */
+        const struct pgo_relation *rel; /* INSERT, UPDATE, DELETE, TRUNCATE (its first
+                                         * relation, if known): the table */
+        size_t nvalues;           /* INSERT, UPDATE: the new row, one value per column of @rel */
+        const struct pgo_value *values;
+        /* MESSAGE only: */
+        bool transactional;
+        const char *prefix;       /* NUL-terminated */
+        const char *content;      /* @content_len bytes (any bytes, NUL too), then a NUL */
+        size_t content_len;
+};
+
+struct pgo_decoder;
+
+/*
+ * pgo_decoder_new() - a decoder that holds up to @txn_memory bytes of a
+ * transaction in memory (0: PGO_TXN_MEMORY_DEFAULT), the rest in a file.
+ * Returns NULL when out of memory. The caller owns it: pgo_decoder_free().
+ */
+struct pgo_decoder *pgo_decoder_new(size_t txn_memory);
+
+/* pgo_decoder_free() - free @d, its relations and any held transaction; NULL-safe; returns NULL. */
+struct pgo_decoder *pgo_decoder_free(struct pgo_decoder *d);
+
+/*
+ * pgo_reset() - forget the relations and drop a transaction held or half
+ * handed out: a new walsender (a new START_REPLICATION) sends every Relation
+ * message again and starts at a transaction's Begin. Also the way out of a
+ * failed decoder. Never fails.
+ */
+void pgo_reset(struct pgo_decoder *d);
+
+/*
+ * pgo_decode() - take one pgoutput message of @len bytes (an XLogData's
+ * data, borrowed for this call only) whose XLogData started at @data_start
+ * (LSN; 0 where the walsender sent none). Inside a transaction the message
+ * is held; a Commit makes the transaction's events ready, a message outside
+ * a transaction (a non-transactional logical message) its one event. Take
+ * them with pgo_next() before the next pgo_decode().
+ *
+ * Returns 0, or with the reason in pgo_error():
+ *   -EBADMSG  the message is malformed: truncated, trailing bytes, an
+ *             unknown or unrequested type (streaming, two-phase), a Begin
+ *             inside a transaction, a change or a transactional message
+ *             outside one, a Commit that does not match its Begin, a binary
+ *             or NUL-holding value, a tuple whose column count differs from
+ *             its Relation's, a change of a relation never described, an
+ *             unchanged value outside an UPDATE, a timestamp out of range;
+ *   -ENOSPC   a Relation message for one relation more than PGO_RELATIONS_MAX,
+ *             or of more than PGO_COLUMNS_MAX columns;
+ *   -EBUSY    events of an earlier message are still to be taken;
+ *   -EIO      the file holding a large transaction could not be written;
+ *   -ENOMEM   out of memory.
+ * A held message is checked when its transaction is handed out (pgo_next()).
+ * After any error but -EBUSY the decoder refuses everything until pgo_reset().
+ */
+int pgo_decode(struct pgo_decoder *d, const char *data, size_t len, uint64_t data_start);
+
+/*
+ * pgo_next() - the next ready event into @ret_ev, in stream order: a
+ * committed transaction's BEGIN, its changes and messages, its COMMIT.
+ * Relation, Type and Origin messages are applied, not handed out.
+ * Everything @ret_ev points to is owned by @d and borrowed until the next
+ * call of pgo_next(), pgo_decode() or pgo_reset().
+ *
+ * Returns 1 (an event), 0 (none ready), or an error as pgo_decode() for a
+ * held message found malformed now (and -EIO when the file cannot be read).
+ */
+int pgo_next(struct pgo_decoder *d, struct pgo_event *ret_ev);
+
+/*
+ * pgo_in_transaction() - true from a Begin until its COMMIT event was
+ * handed out: the stream is inside a transaction whose end LSN the caller
+ * may not know yet.
+ */
+bool pgo_in_transaction(const struct pgo_decoder *d);
+
+/* pgo_ready() - true while pgo_next() has an event to hand out. */
+bool pgo_ready(const struct pgo_decoder *d);
+
+/* pgo_held_bytes() - bytes of the current transaction held, in memory and in the file. */
+uint64_t pgo_held_bytes(const struct pgo_decoder *d);
+
+/* pgo_error() - why the last call failed, one line (borrowed from @d); "" if none did. */
+const char *pgo_error(const struct pgo_decoder *d);
+
+/* pgo_relations() - relations described so far (at most PGO_RELATIONS_MAX). */
+size_t pgo_relations(const struct pgo_decoder *d);
+
+#endif

@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Capture the recorded streams of tests/data/pgoutput-v1.stream and
+tests/data/pgoutput-v1-wal2json.jsonl from a real PostgreSQL 15 with
+wal2json (started by tests/harness on a free loopback port, removed
+afterwards): the same transactions decoded by pgoutput (protocol version 1,
+text values, messages) and by wal2json (the options the relay sends), from
+two slots created before them. test_pgoutput.c decodes both and checks that
+the relay gets the same columns, values and messages from either; the fuzz
+target pgoutput starts from the stream. Run it again (from the top of the
+tree, with Debian's python) when either plugin changes:
+
+    PYTHONPATH=tests /usr/bin/python3 tests/unit/capture_pgoutput.py tests/data
+
+The stream file is a sequence of frames, each a big-endian Int32 length, a
+big-endian Int64 LSN (what pg_logical_slot_peek_binary_changes() reports for
+the message) and the message's bytes: the format of the pgoutput fuzz
+target's inputs.
+"""
+
+import os
+import shutil
+import struct
+import sys
+
+from harness import SCHEMA_SQL, make_tempdir
+from harness.pg import PostgresServer
+
+TABLES = ["public.outbox", "public.types", '"My.Schema"."we""ird"']
+
+W2J_OPTIONS = ["format-version", "2", "include-transaction", "true", "include-lsn", "true",
+               "include-xids", "true", "include-timestamp", "true", "include-types", "false",
+               "include-type-oids", "true",
+               "add-tables", "public.outbox,public.types,My\\.Schema.we\\\"ird",
+               "add-msg-prefixes", "outbox"]
+PGO_OPTIONS = ["proto_version", "1", "publication_names", "capture", "messages", "true"]
+
+SETUP = """
+CREATE SCHEMA "int";
+CREATE TYPE "int".doc_type AS ENUM ('invoice', 'note');
+CREATE DOMAIN doc_json AS jsonb CHECK (VALUE ? 'kind');
+CREATE DOMAIN yes_no AS boolean;
+CREATE TABLE types (
+    work_id text PRIMARY KEY, kind text, payload jsonb,
+    i2 smallint, i4 integer, i8 bigint, o oid, f4 real, f8 double precision, n numeric,
+    b boolean, ba bytea, t text, vc varchar(10), ch char(4), j json, jb jsonb,
+    ts timestamptz, tsn timestamp, d date, tm time, iv interval, u uuid,
+    ai integer[], at text[], ab boolean[], doc "int".doc_type, dj doc_json, yn yes_no,
+    ip inet, bits bit(4), vb varbit, pt point, gone text
+);
+ALTER TABLE types DROP COLUMN gone;
+CREATE SCHEMA "My.Schema";
+CREATE TABLE "My.Schema"."we""ird" (work_id text PRIMARY KEY, kind text, payload jsonb);
+CREATE TABLE other (id int PRIMARY KEY, note text);
+CREATE PUBLICATION capture FOR TABLE outbox, types, "My.Schema"."we""ird" WITH (publish = 'insert');
+"""
+
+TYPES_COLS = ("work_id, kind, payload, i2, i4, i8, o, f4, f8, n, b, ba, t, vc, ch, j, jb, ts, tsn, d, "
+              "tm, iv, u, ai, at, ab, doc, dj, yn, ip, bits, vb, pt")
+
+TRANSACTIONS = [
+    # 1: one outbox row
+    ["INSERT INTO outbox (work_id, kind, payload) VALUES ('order-103-ack', 'order_received', "
+     "'{\"order_id\": 103, \"total\": \"29.00\"}')"],
+    # 2: every type, odd values
+    ["INSERT INTO types (%s) VALUES ('t1', 'k', '{\"a\": 1}', -32768, 2147483647, "
+     "-9223372036854775808, 4294967295, 'NaN', 'Infinity', "
+     "'-12345678901234567890123456789012345678901234567890.000', true, '\\x00ff'::bytea, "
+     "E'tab\\there \"q\" back\\\\slash nl\\n end \\u00e9 \\U0001F600', 'abc', 'ab', "
+     "'[1, 2.50, {\"a\":null}]', '{\"b\": 1.50, \"a\": [true, null]}', "
+     "'2019-12-31 18:30:00.123456+00', '2020-01-01 00:00:00', '2020-02-29', '23:59:59.5', "
+     "'1 year 2 mons 3 days 04:05:06.789', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
+     "'{1,2,NULL}', '{\"a b\",\"c,d\",NULL}', '{t,f}', 'note', '{\"kind\": \"x\", \"n\": 1.50}', "
+     "false, '192.168.0.1/24', B'1010', B'10101', '(1.5,-2)')" % TYPES_COLS,
+     "INSERT INTO types (work_id, f4, f8, n, b) VALUES ('t2', '-Infinity', 1.5e300, 'NaN', false)",
+     "INSERT INTO types (work_id, f8, n, t) VALUES ('t3', -0.0, -0.000001, '')",
+     "INSERT INTO types (work_id) VALUES ('t4')"],
+    # 3: quoted names, a transactional message among rows, a table outside the publication
+    ["INSERT INTO \"My.Schema\".\"we\"\"ird\" VALUES ('w1', 'k', '{\"lit\": \"\\\\u0000\"}')",
+     "INSERT INTO other VALUES (1, 'not published')",
+     "SELECT outbox_emit('msg-2', 'k', '{\"n\": 2}')",
+     "INSERT INTO outbox (work_id, kind, payload) VALUES ('row-3', 'k', '{\"n\": 3}')"],
+    # 4: a non-transactional message, a bytea message with NUL and 0xff, another prefix
+    ["SELECT pg_logical_emit_message(false, 'outbox', 'nontx')"],
+    ["SELECT pg_logical_emit_message(true, 'outbox', '\\x7b7d00ff'::bytea)",
+     "SELECT pg_logical_emit_message(true, 'other-app', 'hello')"],
+    # 5: the table changes: a new column, then a row with it (a second Relation message)
+    ["ALTER TABLE outbox ADD COLUMN extra text",
+     "INSERT INTO outbox (work_id, kind, payload, extra) VALUES ('after-alter', 'k', '{}', 'x')"],
+    # 6: rows that are not inserts, and a transaction of the other table only
+    ["UPDATE outbox SET kind = 'k2' WHERE work_id = 'row-3'", "DELETE FROM outbox WHERE work_id = 'row-3'"],
+    ["INSERT INTO other VALUES (2, 'alone')"],
+    # 7: rolled back: nothing of it arrives
+    ["INSERT INTO outbox (work_id, kind, payload) VALUES ('rolled-back', 'k', '{}')", "ROLLBACK"],
+    # 8: many rows in one transaction
+    ["INSERT INTO outbox (work_id, kind, payload) SELECT 'bulk-' || i, 'k', "
+     "jsonb_build_object('i', i) FROM generate_series(1, 50) i"],
+]
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
+    base = make_tempdir(prefix="capture-pgoutput-")
+    srv = PostgresServer(base, name="pg")
+    srv.start()
+    try:
+        srv.create_database("shop")
+        srv.psql(file=SCHEMA_SQL, dbname="shop")
+        srv.psql(SETUP, dbname="shop")
+        conn = srv.connect("shop", autocommit=True)
+        cur = conn.cursor()
+        cur.execute("SELECT pg_create_logical_replication_slot('capture_w2j', 'wal2json')")
+        cur.execute("SELECT pg_create_logical_replication_slot('capture_pgo', 'pgoutput')")
+        tx = srv.connect("shop", autocommit=False)
+        for stmts in TRANSACTIONS:
+            with tx.cursor() as c:
+                for sql in stmts:
+                    if sql == "ROLLBACK":
+                        tx.rollback()
+                        break
+                    c.execute(sql)
+                else:
+                    tx.commit()
+        cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('capture_pgo', "
+                    "NULL, NULL, %s)" % ", ".join(["%s"] * len(PGO_OPTIONS)), PGO_OPTIONS)
+        with open(os.path.join(out_dir, "pgoutput-v1.stream"), "wb") as f:
+            for lsn, data in cur.fetchall():
+                hi, lo = lsn.split("/")
+                data = bytes(data)
+                f.write(struct.pack(">IQ", len(data), int(hi, 16) << 32 | int(lo, 16)) + data)
+        cur.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('capture_w2j', NULL, NULL, %s)"
+                    % ", ".join(["%s"] * len(W2J_OPTIONS)), W2J_OPTIONS)
+        with open(os.path.join(out_dir, "pgoutput-v1-wal2json.jsonl"), "wb") as f:
+            for (data,) in cur.fetchall():
+                f.write(bytes(data) + b"\n")
+        cur.execute("SELECT pg_drop_replication_slot('capture_w2j')")
+        cur.execute("SELECT pg_drop_replication_slot('capture_pgo')")
+    finally:
+        srv.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
