@@ -133,7 +133,7 @@ class DelayProxy:
             due, data = held.get()
             wait = due - time.monotonic()
             if wait > 0:
-                time.sleep(wait)
+                time.sleep(wait)  # the delay is the fault under test: time itself is the condition
             if not data:
                 break
             try:
