@@ -482,7 +482,7 @@ def test_least_privilege_exactly_once(kcase, tls_kafka):
     for t in (topic, dlq):
         tls_kafka.create_topic(t, partitions=1)
     tls_kafka.create_topic(checkpoints, partitions=1, config={"cleanup.policy": "compact"})
-    tls_kafka.grant(user, [topic, dlq], ("WRITE", "DESCRIBE"))
+    tls_kafka.grant(user, [topic, dlq], ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"))
     tls_kafka.grant(user, [checkpoints], ("READ", "WRITE", "DESCRIBE"))
     tls_kafka.grant(user, ["transactional-id-prefix:outbox-relay/"], ("WRITE", "DESCRIBE"))
     role = relay_role(case, "pg-role-secret-5")
