@@ -197,6 +197,71 @@ static int read_window(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const char *topic,
         return r < 0 ? r : found;
 }
 
+/*
+ * The end of what is decided in partition 0: an offset at or past the high
+ * watermark that the first fetch saw, below which every Kafka transaction
+ * has committed or aborted. A read_committed consumer stops at the last
+ * stable offset (LSO), the first offset of the oldest transaction still
+ * open there: a transaction of another producer left open (another
+ * --exactly-once relay stopped or frozen in a commit) hides every record
+ * written after it, a newer checkpoint of this key too, until it ends. So
+ * reading up to the LSO is not reading to the end: wait until the LSO has
+ * reached what the high watermark was when the read began. @lso is the LSO
+ * that ListOffsets gave. Returns 0 and *ret_end, -ETIMEDOUT (the reason in
+ * @err), -EIO.
+ */
+static int decided_end(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const char *topic, int64_t lso,
+                       int64_t deadline, int64_t *ret_end, char *err, size_t errlen)
+{
+        int64_t hwm = -1, lo, hi, eof = -1;
+        int r = 0;
+
+        if (rd_kafka_consume_start(rkt, 0, lso) < 0) {
+                snprintf(err, errlen, "cannot read partition 0 of \"%s\": %s", topic,
+                         rd_kafka_err2str(rd_kafka_last_error()));
+                return -EIO;
+        }
+        for (;;) {
+                int64_t left = deadline - monoclock_ms();
+                rd_kafka_message_t *m;
+
+                if (left <= 0) {
+                        snprintf(err, errlen, "the last stable offset of the checkpoint topic \"%s\" "
+                                 "stays at %" PRId64 ", behind its end at %" PRId64 ": a Kafka "
+                                 "transaction of another producer is open there (another "
+                                 "--exactly-once relay stopped or frozen in a commit?) and can hide a "
+                                 "newer checkpoint of this slot; not deciding until it ends (at the "
+                                 "latest after that producer's transaction.timeout.ms). A relay with a "
+                                 "--checkpoint-topic of its own never waits on another", topic,
+                                 eof >= 0 ? eof : lso, hwm);
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                m = rd_kafka_consume(rkt, 0, (int)(left > 200 ? 200 : left));
+                if (m && m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        snprintf(err, errlen, "cannot read the checkpoint topic \"%s\": %s", topic,
+                                 rd_kafka_message_errstr(m));
+                        rd_kafka_message_destroy(m);
+                        r = -EIO;
+                        break;
+                }
+                if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                        eof = m->offset;
+                if (m)
+                        rd_kafka_message_destroy(m);
+                /* The high watermark the first fetch answered: what exists now, decided or not. */
+                if (hwm < 0 && rd_kafka_get_watermark_offsets(rk, topic, 0, &lo, &hi) ==
+                               RD_KAFKA_RESP_ERR_NO_ERROR && hi >= 0)
+                        hwm = hi;
+                if (hwm >= 0 && eof >= hwm) {
+                        *ret_end = eof;
+                        break;
+                }
+        }
+        rd_kafka_consume_stop(rkt, 0);
+        return r;
+}
+
 int checkpoint_read(const struct checkpoint_source *src, const char *key, int timeout_ms,
                     struct checkpoint *ret, bool *ret_found, bool *ret_no_topic, char *err,
                     size_t errlen)
@@ -250,8 +315,9 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
                 r = -EIO;
                 goto out;
         }
+        r = decided_end(rk, rkt, src->topic, hi, deadline, &to, err, errlen);
         /* Newest first: a window at the end, then ever larger ones before it. */
-        for (to = hi, r = 0; to > lo && r == 0; to = from, window *= 2) {
+        for (from = to; r == 0 && to > lo; to = from, window *= 2) {
                 from = to - window > lo ? to - window : lo;
                 r = read_window(rk, rkt, src->topic, key, from, to, deadline, ret, err, errlen);
         }

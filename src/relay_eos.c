@@ -33,6 +33,7 @@
  * wait and calls it again, which resumes the commit in the background. The
  * stream never times out while a commit waits on the coordinator.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -527,6 +528,9 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
 void relay_eos_resume(struct relay *r, const struct checkpoint *c)
 {
         struct relay_eos *x = &r->eos;
+
+        /* A fresh resume point is read before every stream, never while one runs (its counts go on). */
+        assert(!r->streaming);
 
         x->skip_upto = c->lsn;
         x->resume_end = c->txn_end_lsn;

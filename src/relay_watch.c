@@ -449,11 +449,16 @@ int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot
         w->slot_checked = false;
         w->ckpt_inflight = LSN_INVALID;
         ret = read_newest(r, CHECKPOINT_READ_MS, &c, &found, &no_topic, err, sizeof(err));
-        if (ret == -EAGAIN && w->judged_once) {
+        if (ret == -EAGAIN && w->judged_once && !relay_eos_on(r)) {
                 /*
                  * Kafka is away, and this process judged the slot before: stream
                  * now (holding the slot, serving the server) and judge before
-                 * anything is confirmed, once Kafka answers.
+                 * anything is confirmed, once Kafka answers. Not with
+                 * --exactly-once: the checkpoint is its resume point, which
+                 * transactions and rows are in Kafka already, and what this
+                 * process remembers of it is older than what it committed
+                 * since (and than what another relay of the slot committed
+                 * while it was away): streaming on it sends them again.
                  */
                 log_warning("cannot read the newest checkpoint of slot \"%s\" now (%s): streaming, but "
                             "confirming nothing until it is read", r->conf->slot, err);

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The checkpoint record as the resume point (issue 22): a relay decides
+from its newest checkpoint only what it can trust. A read that a Kafka
+transaction of another producer holds back, a resume point older than what
+is committed, a checkpoint topic that is not what the relay needs, a
+checkpoint of another WAL history: each once ended in an exit 3 for
+nothing, in duplicates or in a lost row; each now waits, or stops with the
+remedy."""
+
+import pytest
+from harness import TopicReader, arrive_and_confirm, insert_rows, simple_rows, wait_until
+from harness.faults import collector, observe, say, start_relay, verify_exactly_once
+
+from eos_helpers import EOS, ForeignTransaction
+
+
+def committed_reader(case):
+    rd = TopicReader(case.kafka.bootstrap, [case.topic_pattern], **{"isolation.level": "read_committed"})
+    case.readers.append(rd)
+    return rd
+
+
+def not_streaming(case, relay):
+    def check():
+        assert relay.alive, "the relay stopped (exit %s)\n%s" % (relay.returncode, relay.log)
+        assert not case.slot_info()["active"], "the relay streams\n" + relay.log
+    return check
+
+
+@pytest.mark.parametrize("eos", [False, True], ids=["at_least_once", "exactly_once"])
+def test_checkpoint_behind_another_producers_open_transaction(case, eos):
+    """A relay of another slot stopped in a commit leaves its Kafka transaction
+    open in the shared checkpoint topic. A read_committed reader stops at its
+    first offset (the last stable offset), so a relay restarted cleanly once
+    read the checkpoint before it for the newest, found its slot confirmed
+    beyond that and stopped with exit 3, "someone else consumed the slot",
+    whose remedy republishes rows. Now it does not decide before the stable
+    offset reaches the end: it waits, not streaming, until that transaction
+    ends, then resumes."""
+    topic = case.prefix + "-checkpoints"
+    args = ["--checkpoint-topic", topic] + (EOS if eos else [])
+    reader = committed_reader(case)
+    relay = start_relay(case, *args)
+    conn = case.connect(autocommit=False)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("before", 3)).work_ids)
+    foreign = ForeignTransaction(case.kafka.bootstrap, topic)
+    try:
+        # newer checkpoints land after the open transaction's first record
+        arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("after", 3)).work_ids)
+        assert relay.stop() == 0, relay.log
+        relay = case.relay(*args, create_slot=False, ready=False)
+        n = observe(4, not_streaming(case, relay), interval=0.2)
+        say("the restarted relay waited %d checks without deciding" % n)
+    finally:
+        foreign.abort()
+    relay.wait_ready(case.pg, case.slot, timeout=60)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("then", 3)).work_ids)
+    conn.close()
+    assert relay.stop() == 0, relay.log
+    assert "someone else consumed the slot" not in relay.log, relay.log
+
+
+def test_exactly_once_never_streams_on_a_stale_resume_point(case):
+    """The relay reconnects after a crash of PostgreSQL (the slot goes back
+    behind the checkpoint) while its checkpoint cannot be read: another
+    producer's open transaction holds the read back. It once streamed on
+    with the resume point it had read at its start, older than what it (or
+    a relay that held the slot meanwhile) committed since, sending those
+    rows again, and a later read reset a split transaction's counts
+    mid-stream. Now an --exactly-once relay does not stream until it has read
+    a fresh resume point; then nothing is sent twice."""
+    topic = case.prefix + "-checkpoints"
+    coll = collector(case, isolation="read_committed")
+    relay = start_relay(case, *EOS, "--checkpoint-topic", topic)
+    conn = case.connect(autocommit=False)
+    foreign = ForeignTransaction(case.kafka.bootstrap, topic)
+    try:
+        commits = [insert_rows(conn, [{"work_id": "stale-%d-%d" % (t, i), "kind": "fault",
+                                       "payload": {"n": i}} for i in range(5)]) for t in range(20)]
+        conn.close()
+        ids = [w for c in commits for w in c.work_ids]
+        wait_until(lambda: set(ids) <= coll.ids(), 60, what="the rows in Kafka", tick=coll.poll)
+        case.pg.stop("immediate")
+        case.pg.start()
+        # the read gives up after 30 s; then the relay must still not stream
+        wait_until(lambda: "cannot read the newest checkpoint" in relay.log, 90,
+                   what="the relay to give up reading its checkpoint",
+                   tick=lambda: (not_streaming(case, relay)(), coll.poll(0.2)))
+        n = observe(3, not_streaming(case, relay), interval=0.2)
+        say("the relay waited %d checks more without streaming" % n)
+    finally:
+        foreign.abort()
+    verify_exactly_once(case, coll, ids, "eos_stale_resume", relays=[relay])
+    assert relay.stop() == 0, relay.log
