@@ -995,33 +995,48 @@ static void check_checkpoint(struct check *ck, struct producer *p, const char **
         const char *topic = conf->checkpoint_topic;
         struct checkpoint_source src = {conf->brokers, props, conf->nprops, topic};
         struct checkpoint c;
-        char err[1024], key[512], mapping[CHECKPOINT_MAPPING_MAX], digest[17], name[320], policy[64] = "";
-        char a[LSN_STRLEN], b[LSN_STRLEN];
-        bool exists = false, found, no_topic;
-        int32_t broker;
+        char err[1024], key[512], mapping[CHECKPOINT_MAPPING_MAX], digest[17], name[320], why[1536];
+        char a[LSN_STRLEN], b[LSN_STRLEN], command[512];
+        struct checkpoint_topic t;
+        bool exists, found, no_topic;
 
         snprintf(name, sizeof(name), "checkpoint topic \"%s\"", topic);
-        if (producer_topics_exist(p, &topic, 1, PREFLIGHT_PROBE_TIMEOUT_MS, &exists, &broker, err,
-                                  sizeof(err)) < 0) {
+        if (checkpoint_topic_describe(p, topic, PREFLIGHT_PROBE_TIMEOUT_MS, &t, err, sizeof(err)) < 0) {
                 add(ck, CHECK_FAIL, name, "cannot read the cluster's topics: %s", err);
                 return;
         }
-        if (!exists)
-                add(ck, CHECK_WARN, name, "does not exist yet: the relay creates it (compacted, one "
-                    "partition) at its first start, which needs CREATE; fix, to make it yourself: "
-                    "kafka-topics.sh --create --topic %s --partitions 1 --config cleanup.policy=compact, "
-                    "and grant the relay READ, WRITE and DESCRIBE on it", topic);
-        else if (producer_topic_config(p, topic, "cleanup.policy", PREFLIGHT_PROBE_TIMEOUT_MS, policy,
-                                       sizeof(policy), err, sizeof(err)) == 0 && !strstr(policy, "compact"))
-                add(ck, CHECK_WARN, name, "cleanup.policy=%s: retention can delete the newest "
-                    "checkpoint; fix: kafka-configs.sh --alter --entity-type topics --entity-name %s "
-                    "--add-config cleanup.policy=compact", policy, topic);
-        else
-                add(ck, CHECK_PASS, name, "exists%s%s", policy[0] ? ", cleanup.policy=" : "", policy);
+        exists = t.partitions > 0;
+        if (!exists) {
+                add(ck, CHECK_WARN, name, "does not exist yet: the relay creates it at its first start, "
+                    "which needs CREATE; fix, to make it yourself: %s, and grant the relay READ, WRITE, "
+                    "DESCRIBE and DESCRIBE_CONFIGS on it",
+                    checkpoint_topic_create_command(topic, t.brokers, command, sizeof(command)));
+        } else {
+                switch (checkpoint_topic_judge(topic, &t, why, sizeof(why))) {
+                case CHECKPOINT_TOPIC_UNTRUSTED:
+                        add(ck, CHECK_FAIL, name, "%s", why);
+                        return;
+                case CHECKPOINT_TOPIC_WEAK:
+                        add(ck, CHECK_WARN, name, "%s", why);
+                        break;
+                case CHECKPOINT_TOPIC_OK:
+                        add(ck, CHECK_PASS, name, "one partition, %d replica%s, cleanup.policy=%s, "
+                            "min.insync.replicas=%d", t.replicas, t.replicas == 1 ? "" : "s",
+                            t.config.cleanup_policy, t.config.min_insync_replicas);
+                        break;
+                }
+        }
         snprintf(name, sizeof(name), "checkpoint of slot \"%s\"", conf->slot);
         if (exists && ck->slot_exists && !ck->have_slot) {
                 /* Invalidated, of another plugin or database: the slot's own item says what to do. */
                 skip(ck, name, "the slot is not usable (see its item)");
+                return;
+        }
+        if (!exists && ck->have_slot && conf->exactly_once && conf->accept_slot_position != ck->slot_lsn) {
+                add(ck, CHECK_FAIL, name, "none, and no topic: with --exactly-once the relay stops, since "
+                    "it cannot tell which transactions after the slot's LSN %s are in Kafka already; "
+                    "fix: if rows may be published twice, start once with --accept-slot-position=%s",
+                    lsn_format(ck->slot_lsn, a), a);
                 return;
         }
         if (!exists || (!ck->have_slot && ck->system_id[0])) {
@@ -1043,7 +1058,12 @@ static void check_checkpoint(struct check *ck, struct producer *p, const char **
         }
         config_mapping(conf, mapping, sizeof(mapping));
         checkpoint_digest(mapping, digest);
-        if (!found) {
+        if (!found && conf->exactly_once && conf->accept_slot_position != ck->slot_lsn) {
+                add(ck, CHECK_FAIL, name, "none: with --exactly-once the relay stops, since it cannot "
+                    "tell which transactions after the slot's LSN %s are in Kafka already; fix: if "
+                    "rows may be published twice, start once with --accept-slot-position=%s",
+                    lsn_format(ck->slot_lsn, a), a);
+        } else if (!found) {
                 add(ck, CHECK_PASS, name, "none yet: the relay adopts the slot's position, LSN %s, at "
                     "its first start", lsn_format(ck->slot_lsn, a));
         } else if (c.digest[0] && strcmp(c.digest, digest) != 0 && !conf->accept_config_change) {

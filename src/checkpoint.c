@@ -334,3 +334,108 @@ fail_conf:
         rd_kafka_conf_destroy(kc);
         return -EIO;
 }
+
+static int min_int(int a, int b)
+{
+        return a < b ? a : b;
+}
+
+const char *checkpoint_topic_create_command(const char *topic, int brokers, char *buf, size_t size)
+{
+        int replicas = min_int(CHECKPOINT_TOPIC_REPLICAS, brokers > 0 ? brokers : 1);
+
+        snprintf(buf, size, "kafka-topics.sh --create --topic %s --partitions 1 --replication-factor %d "
+                 "--config cleanup.policy=compact --config min.insync.replicas=%d", topic, replicas,
+                 min_int(CHECKPOINT_TOPIC_MIN_ISR, replicas));
+        return buf;
+}
+
+enum checkpoint_topic_verdict checkpoint_topic_judge(const char *topic, const struct checkpoint_topic *t,
+                                                     char *why, size_t size)
+{
+        int want_replicas = min_int(CHECKPOINT_TOPIC_REPLICAS, t->brokers > 0 ? t->brokers : 1);
+        char create[512];
+
+        checkpoint_topic_create_command(topic, t->brokers, create, sizeof(create));
+        if (t->partitions == 0 || t->config.error == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+                snprintf(why, size, "the checkpoint topic \"%s\" does not exist", topic);
+                return CHECKPOINT_TOPIC_UNTRUSTED;
+        }
+        if (t->partitions != 1) {
+                snprintf(why, size, "the checkpoint topic \"%s\" has %d partitions: the relay reads and "
+                         "writes partition 0 only, and relays of earlier releases wrote each key to a "
+                         "partition of its own, so the newest checkpoint of a slot can be in another. "
+                         "Give every relay that shares it a topic of one partition (%s) with "
+                         "--checkpoint-topic; README, \"The checkpoint record\"", topic, t->partitions,
+                         create);
+                return CHECKPOINT_TOPIC_UNTRUSTED;
+        }
+        if (!t->config.error && strcmp(t->config.cleanup_policy, "compact") != 0) {
+                snprintf(why, size, "the checkpoint topic \"%s\" has cleanup.policy=%s: %s deletes old "
+                         "segments, and with them the newest checkpoint of a slot that has been quiet "
+                         "long enough; only compact keeps each key's newest record for good. Fix: "
+                         "kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config "
+                         "cleanup.policy=compact", topic, t->config.cleanup_policy,
+                         strstr(t->config.cleanup_policy, "delete") ? "retention" : "that policy", topic);
+                return CHECKPOINT_TOPIC_UNTRUSTED;
+        }
+        if (t->config.error) {
+                snprintf(why, size, "cannot read the settings of the checkpoint topic \"%s\" (%s), so "
+                         "its cleanup.policy and min.insync.replicas are not verified; grant the relay's "
+                         "Kafka principal DESCRIBE_CONFIGS on it", topic, t->config.error_text);
+                return CHECKPOINT_TOPIC_WEAK;
+        }
+        if (t->replicas < want_replicas) {
+                snprintf(why, size, "the checkpoint topic \"%s\" has %d replica%s in a cluster of %d "
+                         "brokers: the newest checkpoint can be lost with a broker; give it %d "
+                         "(kafka-reassign-partitions.sh)", topic, t->replicas, t->replicas == 1 ? "" : "s",
+                         t->brokers, want_replicas);
+                return CHECKPOINT_TOPIC_WEAK;
+        }
+        if (t->config.min_insync_replicas >= 0 &&
+            t->config.min_insync_replicas < min_int(CHECKPOINT_TOPIC_MIN_ISR, t->replicas)) {
+                snprintf(why, size, "the checkpoint topic \"%s\" has min.insync.replicas=%d with %d "
+                         "replicas: a checkpoint acknowledged by one broker only can be lost with it; "
+                         "fix: kafka-configs.sh --alter --entity-type topics --entity-name %s "
+                         "--add-config min.insync.replicas=%d", topic, t->config.min_insync_replicas,
+                         t->replicas, topic, min_int(CHECKPOINT_TOPIC_MIN_ISR, t->replicas));
+                return CHECKPOINT_TOPIC_WEAK;
+        }
+        return CHECKPOINT_TOPIC_OK;
+}
+
+int checkpoint_topic_describe(struct producer *p, const char *topic, int timeout_ms,
+                              struct checkpoint_topic *ret, char *err, size_t errlen)
+{
+        int r;
+
+        *ret = (struct checkpoint_topic){.config.min_insync_replicas = -1};
+        r = producer_topic_layout(p, topic, timeout_ms, &ret->partitions, &ret->replicas, &ret->brokers,
+                                  err, errlen);
+        if (r == -ENOENT) {
+                ret->partitions = 0;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        producer_topic_config(p, topic, timeout_ms, &ret->config);
+        return 0;
+}
+
+int checkpoint_topic_create(struct producer *p, const char *topic, int brokers, int timeout_ms, char *err,
+                            size_t errlen)
+{
+        int replicas = min_int(CHECKPOINT_TOPIC_REPLICAS, brokers > 0 ? brokers : 1);
+        char isr[16];
+        const char *config[] = {
+                "cleanup.policy", "compact",
+                "min.insync.replicas", isr,
+                /* Roll segments hourly so that compaction keeps the topic small. */
+                "segment.ms", "3600000",
+                "min.compaction.lag.ms", "0",
+        };
+
+        snprintf(isr, sizeof(isr), "%d", min_int(CHECKPOINT_TOPIC_MIN_ISR, replicas));
+        return producer_create_topic(p, topic, 1, replicas, config, sizeof(config) / sizeof(config[0]) / 2,
+                                     timeout_ms, err, errlen);
+}

@@ -11,7 +11,7 @@
  * how many rows of a transaction split over several Kafka transactions are
  * already in Kafka.
  *
- * Records live in a compacted Kafka topic of one partition, keyed
+ * Records live in partition 0 of a compacted Kafka topic of one partition, keyed
  * "<system identifier>/<database>/<slot>"; the value is a JSON object:
  *
  *   {"version":1,"lsn":"0/1551468","txn_end_lsn":"0/0","txn_rows":0,
@@ -30,6 +30,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "producer.h"
 
 #define CHECKPOINT_MAPPING_MAX 4096   /* bytes of the mapping text, terminator included */
 #define CHECKPOINT_VALUE_MAX (CHECKPOINT_MAPPING_MAX * 2 + 1024) /* bytes of a formatted value */
@@ -88,5 +90,65 @@ struct checkpoint_source {
 int checkpoint_read(const struct checkpoint_source *src, const char *key, int timeout_ms,
                     struct checkpoint *ret, bool *ret_found, bool *ret_no_topic, char *err,
                     size_t errlen);
+
+/*
+ * The checkpoint topic. Its records are read and written in partition 0
+ * only (the writer does not leave it to the partitioner), so it must have
+ * one partition: relays of earlier releases wrote by key to the others. It
+ * must be compacted and nothing else (retention would delete the newest
+ * checkpoint of a quiet slot), and durable (an acknowledged checkpoint lost
+ * with a broker repeats or hides rows).
+ */
+struct checkpoint_topic {
+        int partitions;                      /* 0: the topic does not exist */
+        int replicas;                        /* the fewest of any partition */
+        int brokers;                         /* in the cluster */
+        struct producer_topic_config config; /* config.error set: not described */
+};
+
+enum checkpoint_topic_verdict {
+        CHECKPOINT_TOPIC_OK,
+        CHECKPOINT_TOPIC_WEAK,       /* usable, but less durable than it should be, or not verifiable */
+        CHECKPOINT_TOPIC_UNTRUSTED,  /* what it holds cannot be trusted (or it is gone): stop */
+};
+
+/* The settings the relay creates the topic with: replication 3 (fewer brokers: all), min.insync.replicas 2 (fewer: all). */
+#define CHECKPOINT_TOPIC_REPLICAS 3
+#define CHECKPOINT_TOPIC_MIN_ISR 2
+
+/*
+ * checkpoint_topic_judge() - the verdict on @topic as @t describes it,
+ * with the reason and its fix in @why (@size bytes) unless OK. A topic that
+ * does not exist (t->partitions 0, or config.error UNKNOWN_TOPIC_OR_PART)
+ * is UNTRUSTED here: a caller that may create it asks first. Pure.
+ */
+enum checkpoint_topic_verdict checkpoint_topic_judge(const char *topic, const struct checkpoint_topic *t,
+                                                     char *why, size_t size);
+
+/*
+ * checkpoint_topic_describe() - fill @ret for @topic through producer @p
+ * (one metadata request, one DescribeConfigs), waiting up to @timeout_ms for
+ * each. Returns 0 (ret->partitions 0 when there is no such topic), or
+ * -EHOSTUNREACH with the reason in @err.
+ */
+int checkpoint_topic_describe(struct producer *p, const char *topic, int timeout_ms,
+                              struct checkpoint_topic *ret, char *err, size_t errlen);
+
+/*
+ * checkpoint_topic_create() - CreateTopics for @topic as the relay makes it:
+ * one partition, min(CHECKPOINT_TOPIC_REPLICAS, @brokers) replicas,
+ * cleanup.policy=compact, min.insync.replicas min(CHECKPOINT_TOPIC_MIN_ISR,
+ * replicas), hourly segments. Blocks up to @timeout_ms. Returns 0, -EEXIST,
+ * -EACCES (no CREATE), or -EIO with the reason in @err.
+ */
+int checkpoint_topic_create(struct producer *p, const char *topic, int brokers, int timeout_ms, char *err,
+                            size_t errlen);
+
+/*
+ * checkpoint_topic_create_command() - the kafka-topics.sh command that
+ * makes @topic as checkpoint_topic_create() does, for @brokers brokers, into
+ * @buf (@size bytes). Returns @buf.
+ */
+const char *checkpoint_topic_create_command(const char *topic, int brokers, char *buf, size_t size);
 
 #endif

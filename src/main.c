@@ -160,9 +160,10 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                        lsn_format(cr.consistent_lsn, a));
                 if (strcmp(conf->plugin, "auto") == 0)
                         printf("output plugin %s: %s\n", cr.plugin, cr.why);
-                if (relay_checkpoint_new_slot(conf, cr.consistent_lsn, err, sizeof(err)) < 0) {
+                r = relay_checkpoint_new_slot(conf, cr.consistent_lsn, err, sizeof(err));
+                if (r < 0) {
                         log_error("%s", err);
-                        return RELAY_EXIT_RETRY;
+                        return r == -EINVAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY;
                 }
                 if (cr.existing_rows > 0)
                         log_warning("the outbox already holds %s%lld rows: they were committed before "

@@ -43,6 +43,7 @@ struct producer {
         size_t nroutes, routes_cap;
         int64_t batch_bytes;     /* producer_batch_bytes() */
         int64_t all_bytes;       /* transactional: every batch at most this, bytes; 0: batch_bytes */
+        rd_kafka_queue_t *adminq;  /* answers to producer_topic_config_ask() */
         int pipefd[2];
         producer_dr_fn *dr;
         producer_event_fn *on_event;
@@ -67,6 +68,9 @@ struct producer {
          */
         struct producer_error conn_error;
         bool quiet;              /* producer_check_brokers() serving errors: no events */
+        bool config_asked;                      /* a producer_topic_config_ask() not yet answered */
+        bool config_answered;                   /* its answer, not yet taken */
+        struct producer_topic_config config;
 };
 
 /*
@@ -632,6 +636,8 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         }
         p->mainq = rd_kafka_queue_get_main(p->rk);
         rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
+        p->adminq = rd_kafka_queue_new(p->rk);
+        rd_kafka_queue_io_event_enable(p->adminq, p->pipefd[1], "1", 1);
         for (size_t i = 0; i < opts->nlimits && p->lane_conf; i++) {
                 r = producer_fit_topic(p, opts->limits[i].topic, opts->limits[i].max_bytes, err, errlen);
                 if (r < 0)
@@ -666,6 +672,10 @@ struct producer *producer_free(struct producer *p)
                 return NULL;
         for (size_t i = 0; i < p->nlanes; i++)
                 destroy_rk(p->lanes[i].rk, p->lanes[i].q);
+        if (p->adminq) {
+                rd_kafka_queue_io_event_enable(p->adminq, -1, NULL, 0);
+                rd_kafka_queue_destroy(p->adminq);
+        }
         destroy_rk(p->rk, p->mainq);
         if (p->lane_conf)
                 rd_kafka_conf_destroy(p->lane_conf);
@@ -708,12 +718,19 @@ int producer_fd(const struct producer *p)
         return p->pipefd[0];
 }
 
+static void take_config_answer(struct producer *p, rd_kafka_event_t *ev);
+
 int producer_poll(struct producer *p)
 {
+        rd_kafka_event_t *ev;
         char buf[256];
 
         while (read(p->pipefd[0], buf, sizeof(buf)) > 0)
                 ;
+        while ((ev = rd_kafka_queue_poll(p->adminq, 0)) != NULL) {
+                take_config_answer(p, ev);
+                rd_kafka_event_destroy(ev);
+        }
         int n = rd_kafka_poll(p->rk, 0);
 
         for (size_t i = 0; i < p->nlanes; i++)
@@ -722,6 +739,8 @@ int producer_poll(struct producer *p)
 }
 
 _Static_assert(PRODUCER_ERR_STATE == RD_KAFKA_RESP_ERR__STATE, "PRODUCER_ERR_STATE is librdkafka's __STATE");
+_Static_assert(PRODUCER_ERR_UNKNOWN_TOPIC == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+               "PRODUCER_ERR_UNKNOWN_TOPIC is Kafka's UNKNOWN_TOPIC_OR_PARTITION");
 _Static_assert(PRODUCER_ERR_INVALID_TXN_STATE == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE,
                "PRODUCER_ERR_INVALID_TXN_STATE is Kafka's INVALID_TXN_STATE");
 
@@ -738,6 +757,7 @@ int producer_send(struct producer *p, const struct producer_msg *m, struct produ
         e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(m->topic),
                               RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
                               RD_KAFKA_V_VALUE((void *)m->value, m->value ? m->value_len : 0),
+                              RD_KAFKA_V_PARTITION(m->first_partition ? 0 : RD_KAFKA_PARTITION_UA),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                               RD_KAFKA_V_TIMESTAMP(m->timestamp_ms),
                               RD_KAFKA_V_HEADERS(hdrs),
@@ -950,6 +970,131 @@ int producer_topics_exist(struct producer *p, const char *const *topics, size_t 
         return 0;
 }
 
+int producer_topic_layout(struct producer *p, const char *topic, int timeout_ms, int *ret_partitions,
+                          int *ret_replicas, int *ret_brokers, char *err, size_t errlen)
+{
+        const struct rd_kafka_metadata *md = NULL;
+        /* All topics: naming one could make the broker auto-create it. */
+        rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 1, NULL, &md, timeout_ms);
+        int r = -ENOENT;
+
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                snprintf(err, errlen, "%s", rd_kafka_err2str(e));
+                return -EHOSTUNREACH;
+        }
+        for (int t = 0; t < md->topic_cnt && r == -ENOENT; t++) {
+                const rd_kafka_metadata_topic_t *mt = &md->topics[t];
+
+                if (strcmp(mt->topic, topic) != 0 || mt->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                        continue;
+                *ret_partitions = mt->partition_cnt;
+                *ret_replicas = -1;
+                for (int i = 0; i < mt->partition_cnt; i++)
+                        if (*ret_replicas < 0 || mt->partitions[i].replica_cnt < *ret_replicas)
+                                *ret_replicas = mt->partitions[i].replica_cnt;
+                r = 0;
+        }
+        *ret_brokers = md->broker_cnt;
+        rd_kafka_metadata_destroy(md);
+        return r;
+}
+
+/* The topic settings producer_topic_config_ask() reads, from one DescribeConfigs answer. */
+static void parse_topic_config(rd_kafka_event_t *ev, struct producer_topic_config *c)
+{
+        const rd_kafka_DescribeConfigs_result_t *result = rd_kafka_event_DescribeConfigs_result(ev);
+        const rd_kafka_ConfigResource_t **rs;
+        const rd_kafka_ConfigEntry_t **entries;
+        size_t nrs = 0, n = 0;
+
+        *c = (struct producer_topic_config){.min_insync_replicas = -1};
+        if (rd_kafka_event_error(ev) || !result ||
+            !(rs = rd_kafka_DescribeConfigs_result_resources(result, &nrs)) || nrs != 1) {
+                c->error = rd_kafka_event_error(ev) ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__BAD_MSG;
+                snprintf(c->error_text, sizeof(c->error_text), "%s", rd_kafka_event_error(ev) ?
+                         rd_kafka_event_error_string(ev) : "no answer for the topic");
+                return;
+        }
+        if (rd_kafka_ConfigResource_error(rs[0])) {
+                c->error = rd_kafka_ConfigResource_error(rs[0]);
+                snprintf(c->error_text, sizeof(c->error_text), "%s",
+                         rd_kafka_ConfigResource_error_string(rs[0]) ?
+                         rd_kafka_ConfigResource_error_string(rs[0]) : rd_kafka_err2str(c->error));
+                return;
+        }
+        entries = rd_kafka_ConfigResource_configs(rs[0], &n);
+        for (size_t i = 0; i < n; i++) {
+                const char *name = rd_kafka_ConfigEntry_name(entries[i]);
+                const char *v = rd_kafka_ConfigEntry_value(entries[i]);
+
+                if (!v)
+                        continue;
+                if (strcmp(name, "cleanup.policy") == 0)
+                        snprintf(c->cleanup_policy, sizeof(c->cleanup_policy), "%s", v);
+                else if (strcmp(name, "min.insync.replicas") == 0)
+                        c->min_insync_replicas = atoi(v);
+        }
+}
+
+static void ask_topic_config(struct producer *p, const char *topic, int timeout_ms, rd_kafka_queue_t *q)
+{
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+        rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+
+        rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, NULL, 0);
+        rd_kafka_DescribeConfigs(p->rk, &res, 1, opts, q);
+        rd_kafka_AdminOptions_destroy(opts);
+        rd_kafka_ConfigResource_destroy(res);
+}
+
+int producer_topic_config(struct producer *p, const char *topic, int timeout_ms,
+                          struct producer_topic_config *ret)
+{
+        rd_kafka_queue_t *q = rd_kafka_queue_new(p->rk);
+        rd_kafka_event_t *ev;
+
+        ask_topic_config(p, topic, timeout_ms, q);
+        ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+        if (ev) {
+                parse_topic_config(ev, ret);
+                rd_kafka_event_destroy(ev);
+        } else {
+                *ret = (struct producer_topic_config){.error = RD_KAFKA_RESP_ERR__TIMED_OUT,
+                                                      .min_insync_replicas = -1};
+                snprintf(ret->error_text, sizeof(ret->error_text), "no answer to DescribeConfigs within "
+                         "%d ms", timeout_ms);
+        }
+        rd_kafka_queue_destroy(q);
+        return ret->error ? -EIO : 0;
+}
+
+int producer_topic_config_ask(struct producer *p, const char *topic, int timeout_ms)
+{
+        if (p->config_asked)
+                return -EBUSY;
+        ask_topic_config(p, topic, timeout_ms, p->adminq);
+        p->config_asked = true;
+        return 0;
+}
+
+static void take_config_answer(struct producer *p, rd_kafka_event_t *ev)
+{
+        if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT)
+                return;
+        parse_topic_config(ev, &p->config);
+        p->config_asked = false;
+        p->config_answered = true;
+}
+
+int producer_topic_config_answer(struct producer *p, struct producer_topic_config *ret)
+{
+        if (!p->config_answered)
+                return p->config_asked ? -EAGAIN : -ENOENT;
+        *ret = p->config;
+        p->config_answered = false;
+        return 0;
+}
+
 int producer_broker_config(struct producer *p, int32_t broker_id, const char *name, int timeout_ms,
                            char *ret_value, size_t size, char *err, size_t errlen)
 {
@@ -960,19 +1105,12 @@ int producer_broker_config(struct producer *p, int32_t broker_id, const char *na
                                errlen);
 }
 
-int producer_topic_config(struct producer *p, const char *topic, const char *name, int timeout_ms,
-                          char *ret_value, size_t size, char *err, size_t errlen)
-{
-        return describe_config(p, RD_KAFKA_RESOURCE_TOPIC, topic, name, timeout_ms, ret_value, size, err,
-                               errlen);
-}
-
-int producer_create_topic(struct producer *p, const char *topic, int partitions,
+int producer_create_topic(struct producer *p, const char *topic, int partitions, int replication,
                           const char *const *config, size_t nconfig, int timeout_ms, char *err,
                           size_t errlen)
 {
         char kerr[512];
-        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, -1, kerr, sizeof(kerr));
+        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, replication, kerr, sizeof(kerr));
         rd_kafka_AdminOptions_t *opts;
         rd_kafka_queue_t *q;
         rd_kafka_event_t *ev;

@@ -35,6 +35,7 @@ struct producer_msg {
         const struct producer_header *headers;
         size_t nheaders;
         uint64_t ticket;          /* the caller's, handed back in the delivery report */
+        bool first_partition;     /* to partition 0, not where the partitioner puts the key */
 };
 
 /* What the caller can do about a Kafka error. */
@@ -88,6 +89,7 @@ const char *producer_fix(int code);
 #define PRODUCER_ERR_MSG_SIZE_TOO_LARGE 10
 #define PRODUCER_ERR_STATE (-172) /* RD_KAFKA_RESP_ERR__STATE: not allowed in the producer's (transaction) state */
 #define PRODUCER_ERR_INVALID_TXN_STATE 48 /* the coordinator's answer to ending a transaction it never began */
+#define PRODUCER_ERR_UNKNOWN_TOPIC 3      /* Kafka's UNKNOWN_TOPIC_OR_PARTITION */
 
 /* Everything a delivery report tells about one message, borrowed during the callback. */
 struct producer_report {
@@ -352,21 +354,62 @@ void producer_purge_queued(struct producer *p);
 int producer_abort_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 
 /*
- * producer_topic_config() - the value of topic setting @name (e.g.
- * "cleanup.policy") of @topic, as producer_broker_config() does for brokers.
- * Returns 0, -ENOENT, or -EIO with the reason in @err.
+ * What producer_topic_config() and producer_topic_config_ask() read of a
+ * topic's configuration (DescribeConfigs, KIP-133).
  */
-int producer_topic_config(struct producer *p, const char *topic, const char *name, int timeout_ms,
-                          char *ret_value, size_t size, char *err, size_t errlen);
+struct producer_topic_config {
+        int error;                   /* 0; else Kafka's code (UNKNOWN_TOPIC_OR_PART: no such topic, */
+                                     /* TOPIC_AUTHORIZATION_FAILED: no DESCRIBE_CONFIGS) or librdkafka's */
+        char error_text[256];
+        char cleanup_policy[64];     /* e.g. "compact", "compact,delete" */
+        int min_insync_replicas;     /* -1: not answered */
+};
 
 /*
- * producer_create_topic() - CreateTopics for @topic with @partitions and the
- * broker's default replication factor (Kafka 2.4+), with topic settings
- * @config (@nconfig name, value pairs), waiting up to @timeout_ms. Blocks.
+ * producer_topic_config() - @topic's cleanup.policy and min.insync.replicas,
+ * asked with DescribeConfigs and waiting up to @timeout_ms. Blocks. Returns
+ * 0, or -EIO with the error in @ret (no such topic, not authorized, no
+ * answer in time).
+ */
+int producer_topic_config(struct producer *p, const char *topic, int timeout_ms,
+                          struct producer_topic_config *ret);
+
+/*
+ * producer_topic_config_ask() - the same question without waiting (the
+ * request times out after @timeout_ms): the answer wakes producer_fd() and
+ * is taken by producer_poll(), then by producer_topic_config_answer().
+ * Returns 0, or -EBUSY while an earlier question is unanswered.
+ */
+int producer_topic_config_ask(struct producer *p, const char *topic, int timeout_ms);
+
+/*
+ * producer_topic_config_answer() - the answer to the last
+ * producer_topic_config_ask() into @ret, once (@ret->error says whether the
+ * topic was described). Returns 0; -EAGAIN while it has not come; -ENOENT
+ * when nothing was asked.
+ */
+int producer_topic_config_answer(struct producer *p, struct producer_topic_config *ret);
+
+/*
+ * producer_topic_layout() - @topic's partition count, the fewest replicas of
+ * any of its partitions and the count of brokers in the cluster, from one
+ * metadata request for all topics (naming one can make the broker create
+ * it), waiting up to @timeout_ms. Returns 0; -ENOENT when the cluster has no
+ * such topic (*ret_brokers is set); -EHOSTUNREACH with librdkafka's reason
+ * in @err.
+ */
+int producer_topic_layout(struct producer *p, const char *topic, int timeout_ms, int *ret_partitions,
+                          int *ret_replicas, int *ret_brokers, char *err, size_t errlen);
+
+/*
+ * producer_create_topic() - CreateTopics for @topic with @partitions and
+ * @replication replicas (-1: the broker's default, Kafka 2.4+), with topic
+ * settings @config (@nconfig name, value pairs), waiting up to @timeout_ms.
+ * Blocks.
  * Returns 0; -EEXIST if it exists; -EACCES when the principal may not create
  * it; -EINVAL or -EIO with the reason in @err.
  */
-int producer_create_topic(struct producer *p, const char *topic, int partitions,
+int producer_create_topic(struct producer *p, const char *topic, int partitions, int replication,
                           const char *const *config, size_t nconfig, int timeout_ms, char *err,
                           size_t errlen);
 

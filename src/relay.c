@@ -602,6 +602,22 @@ static void log_starting(const struct relay_config *conf)
                  conf->metrics_address ? conf->metrics_address : "");
 }
 
+/* Can the producer reach a broker? 0, or -1 with the failure recorded (exit 1). */
+static int check_brokers(struct relay *r)
+{
+        char kerr[1536];
+        int ret = producer_check_brokers(r->prod, BROKER_CHECK_MS, kerr, sizeof(kerr));
+
+        if (ret < 0) {
+                /* -EACCES: a TLS or authentication failure, its own fix in @kerr */
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot reach any Kafka broker of \"%s\" within %d s: "
+                           "%s%s", r->conf->brokers, BROKER_CHECK_MS / 1000, kerr,
+                           ret == -EACCES ? "" : "; check --brokers and that the brokers are up");
+                return -1;
+        }
+        return 0;
+}
+
 /* Everything relay_run() sets up before the first session. Returns 0 or an enum relay_exit code. */
 /* The row mapping from the options (record.h). Returns 0 or an enum relay_exit code. */
 static int compile_spec(struct relay *r)
@@ -706,7 +722,7 @@ static int start(struct relay *r)
         const struct relay_config *conf = r->conf;
         const char *const *tcols, *topic;
         size_t ntcols;
-        char err[ERRLEN], kerr[1536];
+        char err[ERRLEN];
         int ret;
 
         snprintf(r->who, sizeof(r->who), "user %s (uid %d)", operator_name(), (int)geteuid());
@@ -732,6 +748,19 @@ static int start(struct relay *r)
                 relay_fail(r, ret == -EINVAL ? RELAY_EXIT_USAGE : RELAY_EXIT_RETRY, "%s", err);
                 return r->failure;
         }
+        /*
+         * Kafka before the database: --create-slot must not make a slot that
+         * the relay then leaves without its first checkpoint.
+         */
+        if (check_brokers(r) < 0)
+                return r->failure;
+        /* Nor make a slot beside a checkpoint topic it cannot use. */
+        ret = relay_watch_verify_topic(r, err, sizeof(err));
+        if (ret == -EAGAIN)
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot look for the checkpoint topic \"%s\": %s",
+                           conf->checkpoint_topic, err);
+        if (ret < 0)
+                return r->failure;
         ret = preflight_run(conf, tcols, ntcols, &r->pre, err, sizeof(err));
         if (ret < 0) {
                 relay_fail(r, ret == -ECONNREFUSED || ret == -ECONNRESET ? RELAY_EXIT_RETRY :
@@ -744,6 +773,15 @@ static int start(struct relay *r)
                         relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
                         return r->failure;
                 }
+        }
+        /*
+         * A slot made now gets its first checkpoint before anything else: a
+         * slot without one is later taken for one whose checkpoint was lost.
+         */
+        if (r->pre.slot_created &&
+            (ret = relay_checkpoint_new_slot(conf, r->pre.confirmed_flush_lsn, err, sizeof(err))) < 0) {
+                relay_fail(r, ret == -EINVAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY, "%s", err);
+                return r->failure;
         }
         if (relay_eos_on(r)) {
                 /* The transactional producer needs the system identifier for its id. */
@@ -774,14 +812,9 @@ static int start(struct relay *r)
                         return r->failure;
                 }
         }
-        ret = producer_check_brokers(r->prod, BROKER_CHECK_MS, kerr, sizeof(kerr));
-        if (ret < 0) {
-                /* -EACCES: a TLS or authentication failure, its own fix in @kerr */
-                relay_fail(r, RELAY_EXIT_RETRY, "cannot reach any Kafka broker of \"%s\" within %d s: "
-                           "%s%s", conf->brokers, BROKER_CHECK_MS / 1000, kerr,
-                           ret == -EACCES ? "" : "; check --brokers and that the brokers are up");
+        /* The transactional producer made above is new: it reaches the brokers too. */
+        if (relay_eos_on(r) && check_brokers(r) < 0)
                 return r->failure;
-        }
         /* The topics known now: batches fit their max.message.bytes from the first record on. */
         if (ntcols == 0 && record_render_topic(r->spec, NULL, &topic, err, sizeof(err)) == 0)
                 relay_know_topic(r, topic);

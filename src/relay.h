@@ -41,12 +41,13 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
               const struct relay_reload *reload);
 
 /*
- * relay_checkpoint_new_slot() - after `slot create` made the slot of @conf
- * at consistent point @lsn: write its first checkpoint record (topic
- * conf->checkpoint_topic, created if missing) and wait for Kafka's
- * acknowledgement, so that a relay does not take the new slot for one
- * moved by someone else. Logs what fails. Returns 0, or -EIO with the
- * reason in @err (@errlen bytes).
+ * relay_checkpoint_new_slot() - after `slot create` (or --create-slot) made
+ * the slot of @conf at consistent point @lsn: write its first checkpoint
+ * record (topic conf->checkpoint_topic, created if missing) and wait for
+ * Kafka's acknowledgement, so that a relay does not take the new slot for
+ * one moved by someone else, nor one whose checkpoint was lost. Logs what
+ * fails. Returns 0; -EINVAL when no retry cures it (a checkpoint topic that
+ * cannot be trusted or created); -EIO; the reason in @err (@errlen bytes).
  */
 int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen);
 

@@ -313,7 +313,8 @@ static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, 
         if (relay_produce(r, &(struct producer_msg){.topic = r->conf->checkpoint_topic, .key = w->key,
                                                     .key_len = strlen(w->key), .value = value,
                                                     .value_len = (size_t)n,
-                                                    .ticket = TICKET_CHECKPOINT | TICKET_EOS},
+                                                    .ticket = TICKET_CHECKPOINT | TICKET_EOS,
+                                                    .first_partition = true},
                           &e) < 0) {
                 if (!r->failure && relay_eos_produce_failed(r, &e) == 0)
                         relay_fail(r, e.fault == PRODUCER_FAULT_CLUSTER ? RELAY_EXIT_RETRY :

@@ -166,7 +166,9 @@ struct relay_watch {
         char mapping[CHECKPOINT_MAPPING_MAX];
         char digest[17];
         char writer[160];
-        bool topic_ok;                /* the checkpoint topic was created or found */
+        struct checkpoint_topic topic; /* the checkpoint topic as the session's start found it */
+        bool topic_warned;            /* its weakness was logged */
+        int64_t topic_next_ms;        /* monotonic: when to ask for its settings again */
         int64_t standby_next_ms;      /* a standby compares its mapping again at this relay_mono_ms() */
         int64_t standby_gap_ms;       /* and then after this long: doubling while there is no mapping */
         bool judged_once;             /* a checkpoint was judged against the slot in this process */
@@ -478,6 +480,14 @@ void relay_watch_free(struct relay *r);
  * recording the failure.
  */
 int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot);
+
+/*
+ * relay_watch_verify_topic() - the checkpoint topic, if it exists, is one
+ * whose records the relay can trust (checkpoint_topic_judge()). Returns 0;
+ * -EAGAIN when the cluster did not answer (the reason in @err); -EINVAL
+ * after recording a failure no retry cures (exit 3).
+ */
+int relay_watch_verify_topic(struct relay *r, char *err, size_t errlen);
 
 /* relay_watch_standby() - a warm standby's look, now and then: the active relay's mapping is this one's. */
 int relay_watch_standby(struct relay *r);

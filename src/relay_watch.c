@@ -41,6 +41,7 @@
 #define CHECKPOINT_ACK_MS 30000   /* waiting for a checkpoint written before streaming */
 #define TOPIC_MS 15000            /* creating or describing the checkpoint topic */
 #define CHECKPOINT_RETRY_MS 5000  /* reading it again while Kafka is away */
+#define TOPIC_RECHECK_MS 10000    /* the checkpoint topic's settings again while streaming, this often */
 
 int relay_watch_init(struct relay *r)
 {
@@ -144,6 +145,7 @@ static int send_checkpoint(struct relay *r, uint64_t lsn, bool wait_queue)
                 .value = value,
                 .value_len = (size_t)n,
                 .ticket = TICKET_CHECKPOINT | ++w->ckpt_seq,
+                .first_partition = true,
         };
         ret = wait_queue ? relay_produce(r, &m, &e) : producer_send(r->prod, &m, &e);
         if (ret == -ENOBUFS)
@@ -191,50 +193,60 @@ void relay_watch_checkpoint_report(struct relay *r, const struct producer_report
                    "Let the topic take it (create it compacted, raise its max.message.bytes)");
 }
 
-/* Once per process: the checkpoint topic exists, compacted, with one partition. */
-static int ensure_topic(struct relay *r)
+/*
+ * Before every session: the checkpoint topic is one whose records the relay
+ * can trust (checkpoint_topic_judge()). Returns 0 (*ret_missing when there
+ * is none: the caller decides whether it may be created), -EAGAIN when the
+ * cluster did not answer (the reason in @err), -EINVAL after recording a
+ * failure no retry cures (exit 3).
+ */
+static int verify_topic(struct relay *r, bool *ret_missing, char *err, size_t errlen)
 {
-        static const char *const config[] = {
-                "cleanup.policy", "compact",
-                /* Roll segments hourly so that compaction keeps the topic small. */
-                "segment.ms", "3600000",
-                "min.compaction.lag.ms", "0",
-        };
         struct relay_watch *w = &r->watch;
         const char *topic = r->conf->checkpoint_topic;
-        char err[ERRLEN], policy[64];
-        int32_t broker;
-        bool exists = false;
+        char why[1536];
+
+        *ret_missing = false;
+        if (checkpoint_topic_describe(r->prod, topic, TOPIC_MS, &w->topic, err, errlen) < 0)
+                return -EAGAIN;
+        if (w->topic.partitions == 0) {
+                *ret_missing = true;
+                return 0;
+        }
+        switch (checkpoint_topic_judge(topic, &w->topic, why, sizeof(why))) {
+        case CHECKPOINT_TOPIC_UNTRUSTED:
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "%s. Stopping: the relay cannot tell from it how far "
+                           "slot \"%s\" was published", why, r->conf->slot);
+                return -EINVAL;
+        case CHECKPOINT_TOPIC_WEAK:
+                if (!w->topic_warned)
+                        log_warning("%s", why);
+                w->topic_warned = true;
+                break;
+        case CHECKPOINT_TOPIC_OK:
+                break;
+        }
+        return 0;
+}
+
+/*
+ * Create the checkpoint topic, which does not exist, where the relay may
+ * start without a checkpoint. Returns 0, -EACCES or -EIO (recorded).
+ */
+static int create_topic(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        const char *topic = r->conf->checkpoint_topic;
+        char err[ERRLEN], command[512];
         int ret;
 
-        if (w->topic_ok)
-                return 0;
-        /* Metadata for all topics: naming one could make the broker auto-create it, uncompacted. */
-        if (producer_topics_exist(r->prod, &topic, 1, TOPIC_MS, &exists, &broker, err, sizeof(err)) < 0) {
-                relay_fail(r, RELAY_EXIT_RETRY, "cannot look for the checkpoint topic \"%s\": %s", topic,
-                           err);
-                return -EIO;
-        }
-        if (exists) {
-                /* Reading its configuration needs DESCRIBE_CONFIGS, which the relay may lack: then say nothing. */
-                if (producer_topic_config(r->prod, topic, "cleanup.policy", TOPIC_MS, policy,
-                                          sizeof(policy), err, sizeof(err)) == 0 && !strstr(policy, "compact"))
-                        log_warning("the checkpoint topic \"%s\" has cleanup.policy=%s: retention can delete "
-                                    "the newest checkpoint, and a relay then cannot tell whether someone "
-                                    "else moved the slot; fix: kafka-configs.sh --alter --entity-type topics "
-                                    "--entity-name %s --add-config cleanup.policy=compact", topic, policy,
-                                    topic);
-                w->topic_ok = true;
-                return 0;
-        }
-        ret = producer_create_topic(r->prod, topic, 1, config, sizeof(config) / sizeof(config[0]) / 2,
-                                    TOPIC_MS, err, sizeof(err));
+        checkpoint_topic_create_command(topic, w->topic.brokers, command, sizeof(command));
+        ret = checkpoint_topic_create(r->prod, topic, w->topic.brokers, TOPIC_MS, err, sizeof(err));
         if (ret == -EACCES) {
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT, "the checkpoint topic \"%s\" does not exist and the "
-                           "relay's Kafka principal may not create it (%s): create it with one partition "
-                           "and cleanup.policy=compact (kafka-topics.sh --create --topic %s --partitions 1 "
-                           "--config cleanup.policy=compact) and grant the relay READ, WRITE and DESCRIBE "
-                           "on it, or grant it CREATE", topic, err, topic);
+                           "relay's Kafka principal may not create it (%s): create it (%s) and grant the "
+                           "relay READ, WRITE, DESCRIBE and DESCRIBE_CONFIGS on it, or grant it CREATE",
+                           topic, err, command);
                 return -EACCES;
         }
         if (ret < 0 && ret != -EEXIST) {
@@ -242,9 +254,30 @@ static int ensure_topic(struct relay *r)
                 return -EIO;
         }
         if (ret == 0)
-                log_info("created the checkpoint topic \"%s\" (compacted, 1 partition)", topic);
-        w->topic_ok = true;
+                log_info("created the checkpoint topic \"%s\" (%s)", topic, command);
         return 0;
+}
+
+int relay_watch_verify_topic(struct relay *r, char *err, size_t errlen)
+{
+        bool missing;
+
+        return verify_topic(r, &missing, err, errlen);
+}
+
+/* `slot create`: the topic is there (made if missing) and can be trusted. Returns 0 or -EIO (recorded). */
+static int ensure_topic(struct relay *r)
+{
+        char err[ERRLEN];
+        bool missing;
+        int ret = verify_topic(r, &missing, err, sizeof(err));
+
+        if (ret == -EAGAIN)
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot look for the checkpoint topic \"%s\": %s",
+                           r->conf->checkpoint_topic, err);
+        if (ret < 0)
+                return -EIO;
+        return missing && create_topic(r) < 0 ? -EIO : 0;
 }
 
 /* Write a checkpoint of @lsn and wait for Kafka to acknowledge it. Returns 0 or -EIO (recorded). */
@@ -268,10 +301,11 @@ static int checkpoint_now(struct relay *r, uint64_t lsn)
 }
 
 /*
- * The newest checkpoint of the slot into @c (*ret_found false if none),
- * waiting up to @timeout_ms. Returns 0; -EAGAIN when Kafka could not be
- * asked now (the reason in @err: worth trying again); -EINVAL after recording
- * a failure no retry cures.
+ * The newest checkpoint of the slot into @c (*ret_found false if none;
+ * *ret_no_topic too when there is no checkpoint topic), from a topic that
+ * can be trusted, waiting up to @timeout_ms. Returns 0; -EAGAIN when Kafka
+ * could not be asked now (the reason in @err: worth trying again); -EINVAL
+ * after recording a failure no retry cures.
  */
 static int read_newest(struct relay *r, int timeout_ms, struct checkpoint *c, bool *ret_found,
                        bool *ret_no_topic, char *err, size_t errlen)
@@ -285,14 +319,12 @@ static int read_newest(struct relay *r, int timeout_ms, struct checkpoint *c, bo
                            r->conf->slot);
                 return -EINVAL;
         }
-        ret = ensure_topic(r);
-        if (ret == -EACCES)
-                return -EINVAL;
-        if (ret < 0) {
-                /* ensure_topic() recorded it; a cluster that does not answer is worth waiting for. */
-                r->failure = 0;
-                snprintf(err, errlen, "cannot look for the checkpoint topic");
-                return -EAGAIN;
+        ret = verify_topic(r, ret_no_topic, err, errlen);
+        if (ret < 0)
+                return ret;
+        if (*ret_no_topic) {
+                *ret_found = false;
+                return 0;
         }
         ret = checkpoint_read(&w->src, w->key, timeout_ms, c, ret_found, ret_no_topic, err, errlen);
         if (ret == -EBADMSG) {
@@ -382,7 +414,25 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                 log_warning("--accept-config-change has no effect: the newest checkpoint of slot \"%s\" "
                             "has this relay's mapping; remove the option", r->conf->slot);
         }
-        if (found && s > c->lsn && r->pre.slot_created && !w->judged_once) {
+        if (!found && relay_eos_on(r) && !(r->pre.slot_created && !w->judged_once) &&
+            r->conf->accept_slot_position != s) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT,
+                           "replication slot \"%s\" is confirmed up to LSN %s but has no checkpoint in "
+                           "topic \"%s\"%s: with --exactly-once the newest checkpoint says which "
+                           "transactions are in Kafka already, and without it the relay would resume at "
+                           "the slot and publish again what was committed after it. The topic was "
+                           "deleted or made anew, or the slot was used by a relay of an earlier release. "
+                           "If rows may be published twice, start once with --accept-slot-position=%s "
+                           "(README, \"Exactly-once into Kafka\")", r->conf->slot, a,
+                           r->conf->checkpoint_topic, no_topic ? " (no such topic)" : "", a);
+                return -EINVAL;
+        }
+        if (!found && relay_eos_on(r) && r->conf->accept_slot_position == s && s) {
+                log_warning("accepting replication slot \"%s\" at LSN %s without a checkpoint, as "
+                            "requested with --accept-slot-position by %s: transactions committed to "
+                            "Kafka after that LSN are published again; remove the option after this "
+                            "start", r->conf->slot, a, r->who);
+        } else if (found && s > c->lsn && r->pre.slot_created && !w->judged_once) {
                 log_info("replication slot \"%s\" was created by this start (--create-slot): its "
                          "checkpoint restarts at LSN %s (the newest was LSN %s, of an earlier slot of "
                          "that name)", r->conf->slot, a, lsn_format(c->lsn, b));
@@ -404,12 +454,14 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                             "requested with --accept-slot-position by %s: rows committed in between are "
                             "not published by this relay; remove the option after this start",
                             r->conf->slot, lsn_format(c->lsn, b), a, r->who);
-        } else if (r->conf->accept_slot_position && !w->judged_once) {
+        } else if (r->conf->accept_slot_position && !w->judged_once && (found || !relay_eos_on(r))) {
                 log_warning("--accept-slot-position=%s has no effect: slot \"%s\" is confirmed up to %s, "
                             "not beyond its checkpoint; remove the option",
                             lsn_format(r->conf->accept_slot_position, b), r->conf->slot, a);
         }
-        if (!found && !r->pre.slot_created)
+        if (no_topic && create_topic(r) < 0)
+                return -EINVAL;
+        if (!found && !r->pre.slot_created && !relay_eos_on(r))
                 log_warning("no checkpoint of slot \"%s\" in topic \"%s\"%s: adopting the slot's position, "
                             "LSN %s (the first start of a relay that keeps checkpoints, or the topic was "
                             "deleted); from now on a slot moved by someone else stops the relay",
@@ -504,6 +556,7 @@ void relay_watch_stream_started(struct relay *r)
         struct relay_watch *w = &r->watch;
 
         w->walsender_pid = pgstream_backend_pid(r->pg);
+        w->topic_next_ms = relay_mono_ms() + TOPIC_RECHECK_MS;
         w->round_lsn = LSN_INVALID;
         w->last_round_ms = 0;
         w->side_retry_ms = 0;
@@ -694,6 +747,33 @@ static void maybe_checkpoint(struct relay *r)
         send_checkpoint(r, target, false);
 }
 
+/*
+ * While streaming, now and then: the checkpoint topic is still there and
+ * compacted (a topic deleted while the relay runs is made again by the
+ * next checkpoint write where the brokers create topics, with their default
+ * settings). Asked without waiting; the answer comes through the producer.
+ */
+static void recheck_topic(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        struct checkpoint_topic t = w->topic;
+        char why[1536];
+
+        if (producer_topic_config_answer(r->prod, &t.config) == 0 &&
+            (!t.config.error || t.config.error == PRODUCER_ERR_UNKNOWN_TOPIC) &&
+            checkpoint_topic_judge(r->conf->checkpoint_topic, &t, why, sizeof(why)) ==
+            CHECKPOINT_TOPIC_UNTRUSTED) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "%s, since the relay started streaming. Stopping: "
+                           "nothing after LSN %s is confirmed, and a relay of this slot started on that "
+                           "topic cannot tell how far the slot was published", why,
+                           lsn_format(r->fb.sent_flush_lsn, (char[LSN_STRLEN]){0}));
+                return;
+        }
+        if (relay_mono_ms() >= w->topic_next_ms &&
+            producer_topic_config_ask(r->prod, r->conf->checkpoint_topic, TOPIC_MS) == 0)
+                w->topic_next_ms = relay_mono_ms() + TOPIC_RECHECK_MS;
+}
+
 void relay_watch_poll_fd(const struct relay *r, struct pollfd *pfd)
 {
         pfd->fd = r->streaming ? pgside_fd(r->watch.side) : -1;
@@ -735,6 +815,9 @@ void relay_watch_serve(struct relay *r)
         if (r->failure && r->failure != RELAY_EXIT_DATA)
                 return;
         retry_checkpoint(r);
+        if (r->failure && r->failure != RELAY_EXIT_DATA)
+                return;
+        recheck_topic(r);
         if (r->failure && r->failure != RELAY_EXIT_DATA)
                 return;
         maybe_start_round(r);
@@ -783,6 +866,8 @@ int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, cha
         r.watch.mapping[0] = r.watch.digest[0] = '\0';
         if (checkpoint_key(r.system_id, r.pre.dbname, conf->slot, r.watch.key, sizeof(r.watch.key)) < 0 ||
             ensure_topic(&r) < 0 || checkpoint_now(&r, lsn) < 0) {
+                if (r.failure == RELAY_EXIT_ENVIRONMENT)
+                        ret = -EINVAL;
                 snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
                          "above); a relay started now will refuse the slot until it is accepted with "
                          "--accept-slot-position", conf->checkpoint_topic);

@@ -306,6 +306,14 @@ class KafkaBroker:
         procs.wait_until(lambda: name in self.topics(), timeout, interval=0.2,
                          what="topic %s in metadata" % name)
 
+    def delete_topic(self, name, timeout=30):
+        """Delete topic name and wait until the broker no longer lists it."""
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(self.client_config())
+        admin.delete_topics([name])[name].result(timeout=timeout)
+        procs.wait_until(lambda: name not in self.topics(), timeout, interval=0.2,
+                         what="topic %s gone from metadata" % name)
+
     def topics(self, timeout=10):
         from confluent_kafka.admin import AdminClient
         admin = AdminClient(self.client_config())

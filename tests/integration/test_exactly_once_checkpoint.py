@@ -7,9 +7,14 @@ checkpoint of another WAL history: each once ended in an exit 3 for
 nothing, in duplicates or in a lost row; each now waits, or stops with the
 remedy."""
 
+import re
+
 import pytest
-from harness import TopicReader, arrive_and_confirm, insert_rows, simple_rows, wait_until
+from check_helpers import assert_fail, check_args, run_check
+from harness import (EXIT_ENV, TopicReader, arrive_and_confirm, insert_rows, simple_rows, the_error,
+                     wait_until)
 from harness.faults import collector, observe, say, start_relay, verify_exactly_once
+from rows_helpers import wait_exit
 
 from eos_helpers import EOS, ForeignTransaction
 
@@ -92,3 +97,74 @@ def test_exactly_once_never_streams_on_a_stale_resume_point(case):
         foreign.abort()
     verify_exactly_once(case, coll, ids, "eos_stale_resume", relays=[relay])
     assert relay.stop() == 0, relay.log
+
+
+@pytest.mark.parametrize("made", ["three_partitions", "compact_delete"])
+def test_checkpoint_topic_the_relay_did_not_make_is_verified(case, made):
+    """A checkpoint topic made by someone else once passed unverified. With
+    three partitions the writer put a slot's checkpoints where the
+    partitioner put its key and the reader read partition 0, found none and
+    adopted the slot (duplicates under --exactly-once); with
+    cleanup.policy=compact,delete retention deletes the newest checkpoint of
+    a quiet slot. Now the relay stops before streaming (exit 3) naming the
+    fix, and `check` fails the item with the same words."""
+    topic = case.prefix + "-checkpoints"
+    if made == "three_partitions":
+        case.kafka.create_topic(topic, partitions=3, config={"cleanup.policy": "compact"})
+        words = "has 3 partitions"
+    else:
+        case.kafka.create_topic(topic, partitions=1, config={"cleanup.policy": "compact,delete"})
+        words = "cleanup.policy=compact,delete"
+    rc, out, items = run_check(check_args(case, *EOS, "--checkpoint-topic", topic))
+    assert_fail(rc, out, items, 'checkpoint topic "%s"' % topic, words)
+    relay = case.relay(*EOS, "--checkpoint-topic", topic, ready=False)
+    assert wait_exit(relay) == EXIT_ENV, relay.log
+    assert words in the_error(relay.log), relay.log
+    assert case.slot_info() is None, "the slot was made beside a topic it cannot use"
+
+
+def test_checkpoint_topic_deleted_while_the_relay_runs(case):
+    """The checkpoint topic deleted under a running relay: its next
+    checkpoint write made it again where the brokers create topics, with
+    their defaults (here three partitions, cleanup.policy=delete), and it
+    went on into that. Now it notices within seconds and stops (exit 3)
+    without confirming further."""
+    topic = case.prefix + "-checkpoints"
+    reader = committed_reader(case)
+    relay = start_relay(case, *EOS, "--checkpoint-topic", topic)
+    conn = case.connect(autocommit=False)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("before", 3)).work_ids)
+    case.kafka.delete_topic(topic)
+    stood = case.confirmed()
+    insert_rows(conn, simple_rows("after", 3))
+    conn.close()
+    assert wait_exit(relay, 60) == EXIT_ENV, relay.log
+    err = the_error(relay.log)
+    assert 'checkpoint topic "%s"' % topic in err and "since the relay started streaming" in err, \
+        relay.log
+    say("slot confirmed %s before the deletion, %s after the stop" % (stood, case.confirmed()))
+
+
+def test_exactly_once_without_its_checkpoint_stops(case):
+    """The checkpoint topic deleted while the relay was stopped, the slot
+    kept: the relay adopted the slot's position, and under --exactly-once
+    published again whatever was committed to Kafka past it. Now it stops
+    (exit 3) naming --accept-slot-position, and starts with it."""
+    topic = case.prefix + "-checkpoints"
+    reader = committed_reader(case)
+    args = EOS + ["--checkpoint-topic", topic]
+    relay = start_relay(case, *args)
+    conn = case.connect(autocommit=False)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("before", 3)).work_ids)
+    assert relay.stop() == 0, relay.log
+    case.kafka.delete_topic(topic)
+    relay = case.relay(*args, create_slot=False, ready=False)
+    assert wait_exit(relay) == EXIT_ENV, relay.log
+    err = the_error(relay.log)
+    m = re.search(r"--accept-slot-position=([0-9A-F]+/[0-9A-F]+)", err)
+    assert m and "no checkpoint" in err, relay.log
+    relay = start_relay(case, *args, "--accept-slot-position=" + m.group(1), create_slot=False)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("then", 3)).work_ids)
+    conn.close()
+    assert relay.stop() == 0, relay.log
+    assert len(reader.records) == 6, [r.header("ce_id") for r in reader.records]

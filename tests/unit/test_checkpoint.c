@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The checkpoint record's value (checkpoint_format(), checkpoint_parse())
+ * and the verdict on a checkpoint topic (checkpoint_topic_judge()): what a
+ * topic must be for its records to be trusted, and what only makes it less
+ * durable. The topics of the integration tests live on one broker, so the
+ * replication cases are here.
+ */
+#include <errno.h>
+
+#include "unit_check.h"
+#include "checkpoint.h"
+
+#define KAFKA_UNKNOWN_TOPIC_OR_PART 3
+#define KAFKA_TOPIC_AUTHORIZATION_FAILED 29
+
+static struct checkpoint_topic topic(int partitions, int replicas, int brokers, const char *policy,
+                                     int min_isr)
+{
+        struct checkpoint_topic t = {.partitions = partitions, .replicas = replicas, .brokers = brokers};
+
+        snprintf(t.config.cleanup_policy, sizeof(t.config.cleanup_policy), "%s", policy);
+        t.config.min_insync_replicas = min_isr;
+        return t;
+}
+
+static enum checkpoint_topic_verdict judge(struct checkpoint_topic t, const char *words)
+{
+        char why[2048] = "";
+        enum checkpoint_topic_verdict v = checkpoint_topic_judge("cp", &t, why, sizeof(why));
+
+        if (words && !strstr(why, words)) {
+                fprintf(stderr, "\"%s\" not in: %s\n", words, why);
+                CHECK(0);
+        }
+        return v;
+}
+
+static void test_trusted(void)
+{
+        CHECK_INT(judge(topic(1, 1, 1, "compact", 1), NULL), CHECKPOINT_TOPIC_OK);
+        CHECK_INT(judge(topic(1, 3, 5, "compact", 2), NULL), CHECKPOINT_TOPIC_OK);
+        CHECK_INT(judge(topic(1, 2, 2, "compact", 2), NULL), CHECKPOINT_TOPIC_OK);
+}
+
+static void test_untrusted(void)
+{
+        CHECK_INT(judge(topic(3, 1, 1, "compact", 1), "has 3 partitions"), CHECKPOINT_TOPIC_UNTRUSTED);
+        CHECK_INT(judge(topic(1, 1, 1, "compact,delete", 1), "cleanup.policy=compact,delete"),
+                  CHECKPOINT_TOPIC_UNTRUSTED);
+        CHECK_INT(judge(topic(1, 1, 1, "delete", 1), "--add-config cleanup.policy=compact"),
+                  CHECKPOINT_TOPIC_UNTRUSTED);
+        CHECK_INT(judge(topic(0, 0, 1, "", -1), "does not exist"), CHECKPOINT_TOPIC_UNTRUSTED);
+        {
+                struct checkpoint_topic gone = topic(1, 1, 1, "", -1);
+
+                gone.config.error = KAFKA_UNKNOWN_TOPIC_OR_PART;
+                CHECK_INT(judge(gone, "does not exist"), CHECKPOINT_TOPIC_UNTRUSTED);
+        }
+}
+
+static void test_weak(void)
+{
+        struct checkpoint_topic unreadable = topic(1, 3, 3, "", -1);
+
+        /* one replica on a cluster of three: a broker lost takes the newest checkpoint with it */
+        CHECK_INT(judge(topic(1, 1, 3, "compact", 1), "1 replica in a cluster of 3"), CHECKPOINT_TOPIC_WEAK);
+        /* acknowledged by one broker only */
+        CHECK_INT(judge(topic(1, 3, 3, "compact", 1), "min.insync.replicas=2"), CHECKPOINT_TOPIC_WEAK);
+        /* no DESCRIBE_CONFIGS: not verified, said so */
+        unreadable.config.error = KAFKA_TOPIC_AUTHORIZATION_FAILED;
+        snprintf(unreadable.config.error_text, sizeof(unreadable.config.error_text), "not authorized");
+        CHECK_INT(judge(unreadable, "DESCRIBE_CONFIGS"), CHECKPOINT_TOPIC_WEAK);
+}
+
+static void test_create_command(void)
+{
+        char buf[512];
+
+        CHECK(strstr(checkpoint_topic_create_command("cp", 5, buf, sizeof(buf)),
+                     "--partitions 1 --replication-factor 3 --config cleanup.policy=compact --config "
+                     "min.insync.replicas=2") != NULL);
+        CHECK(strstr(checkpoint_topic_create_command("cp", 1, buf, sizeof(buf)),
+                     "--replication-factor 1 --config cleanup.policy=compact --config "
+                     "min.insync.replicas=1") != NULL);
+}
+
+static void test_value_round_trip(void)
+{
+        struct checkpoint c = {.lsn = 0x1551468, .txn_end_lsn = 0x1551500, .txn_rows = 12345678901ULL};
+        struct checkpoint back;
+        char buf[CHECKPOINT_VALUE_MAX];
+        int n;
+
+        snprintf(c.digest, sizeof(c.digest), "22f6af3bea88259f");
+        snprintf(c.mode, sizeof(c.mode), "exactly-once");
+        n = checkpoint_format(&c, buf, sizeof(buf));
+        CHECK(n > 0);
+        CHECK_INT(checkpoint_parse(buf, (size_t)n, &back), 0);
+        CHECK_INT(back.lsn, c.lsn);
+        CHECK_INT(back.txn_end_lsn, c.txn_end_lsn);
+        CHECK_INT(back.txn_rows, c.txn_rows);
+        CHECK_STR(back.mode, "exactly-once");
+        CHECK_INT(checkpoint_parse("{\"version\":1}", 13, &back), -EBADMSG);
+}
+
+int main(void)
+{
+        test_trusted();
+        test_untrusted();
+        test_weak();
+        test_create_command();
+        test_value_round_trip();
+        return check_summary();
+}
