@@ -68,6 +68,7 @@ int relay_eos_init(struct relay *r)
 
         r->eos.open = false;
         r->eos.aborting = false;
+        r->eos.aborted = false;
         r->eos.refused = false;
         r->eos.pending = 0;
         r->eos.bound_ms = r->conf->txn_max_ms;
@@ -92,6 +93,16 @@ static int ensure_open(struct relay *r)
 
         if (x->open)
                 return 0;
+        /*
+         * After an abort the session ends and streaming starts again from
+         * the slot: a transaction begun after it would hold rows that follow
+         * the aborted ones, and its checkpoint would claim those too.
+         */
+        if (x->aborted) {
+                relay_fail(r, RELAY_EXIT_RETRY, "no Kafka transaction after an abort in the same "
+                           "session: streaming again from the slot");
+                return -EIO;
+        }
         ret = producer_begin_transaction(r->prod, &e);
         if (ret < 0) {
                 relay_fail(r, ret == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
@@ -218,6 +229,8 @@ static int abort_open(struct relay *r)
 
         if (!x->open)
                 return 0;
+        /* Acknowledged is not committed: no checkpoint in this session may claim what it held. */
+        x->aborted = true;
         x->aborting = true;
         for (;;) {
                 ret = producer_abort_transaction(r->prod, CALL_MS, &e);
@@ -517,7 +530,7 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
          * other tables' transactions): a transaction holding only the
          * checkpoint, at most every STATUS_MIN_GAP_MS.
          */
-        if (x->open || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
+        if (x->open || x->aborted || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
             relay_mono_ms() - x->last_idle_ms < STATUS_MIN_GAP_MS)
                 return;
         x->last_idle_ms = relay_mono_ms();

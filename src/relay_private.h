@@ -215,6 +215,7 @@ struct relay_eos {
         char tid[512];                /* the transactional.id */
         bool open;                    /* a Kafka transaction is open */
         bool aborting;                /* the relay is aborting it: purged records are expected */
+        bool aborted;                 /* one was aborted in this session: nothing more is committed */
         int64_t opened_ms;            /* monotonic */
         uint64_t messages, bytes;     /* records and their bytes in the open one */
         uint64_t pending;             /* records of the open one without a delivery report */
