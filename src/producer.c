@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -51,17 +50,6 @@ struct producer {
         int brokers_up;          /* see producer_brokers_up() */
         bool down;               /* all.brokers.down reported and not yet the way back */
         uint64_t inflight_bytes; /* producer_msg_bytes() of messages whose report is not served */
-        /*
-         * Partitions the transaction coordinator refused to add to the open
-         * transaction (AddPartitionsToTxn), from librdkafka's ADDPARTS log
-         * line on its main thread: no report or event carries them.
-         */
-        pthread_mutex_t refused_lock;
-        struct {
-                char topic[256];
-                int code;
-        } refused[8];
-        size_t nrefused;
         /*
          * Why broker connections fail: the first TLS or authentication error
          * (the cause; a disconnect follows it), else the latest other one.
@@ -161,13 +149,21 @@ const char *producer_fix(int code)
 _Static_assert(PRODUCER_ERR_MSG_SIZE_TOO_LARGE == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
                "Kafka's MESSAGE_TOO_LARGE");
 
+/*
+ * @code, and for RD_KAFKA_RESP_ERR__FATAL its cause @fatal_code
+ * (rd_kafka_fatal_error()), into @e. A fatal error is named by its cause,
+ * which says what can be done about it.
+ */
 static void set_error(struct producer_error *e, rd_kafka_resp_err_t code, int fatal_code,
                       const char *text)
 {
-        e->code = code;
+        rd_kafka_resp_err_t named = code == RD_KAFKA_RESP_ERR__FATAL && fatal_code ?
+                                    (rd_kafka_resp_err_t)fatal_code : code;
+
+        e->code = named;
         e->fault = producer_classify(code, fatal_code);
-        snprintf(e->name, sizeof(e->name), "%s", code ? rd_kafka_err2name(code) : "");
-        snprintf(e->text, sizeof(e->text), "%s", text ? text : code ? rd_kafka_err2str(code) : "");
+        snprintf(e->name, sizeof(e->name), "%s", named ? rd_kafka_err2name(named) : "");
+        snprintf(e->text, sizeof(e->text), "%s", text ? text : named ? rd_kafka_err2str(named) : "");
 }
 
 size_t producer_msg_bytes(const struct producer_msg *m)
@@ -345,77 +341,20 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         p->on_event(p->ctx, PRODUCER_EVENT_ERROR, &e);
 }
 
-/* librdkafka's text of a broker error code back to the code (rd_kafka_err2str() inverted), or 0. */
-static int code_of_text(const char *text)
-{
-        const struct rd_kafka_err_desc *descs;
-        size_t n;
-
-        rd_kafka_get_err_descs(&descs, &n);
-        for (size_t i = 0; i < n; i++)
-                if (descs[i].desc && descs[i].code > 0 && strcmp(descs[i].desc, text) == 0)
-                        return descs[i].code;
-        return 0;
-}
-
-/*
- * librdkafka 2.0.2 (rdkafka_txnmgr.c, rd_kafka_txn_handle_AddPartitionsToTxn)
- * logs a partition the coordinator refused for good as
- * 'Failed to add partition "TOPIC" [N] to transaction: ERRSTR'. Kafka topic
- * names hold no quote. @locality: librdkafka's main thread.
- */
-static void note_refused_partition(struct producer *p, const char *line)
-{
-        static const char lead[] = "Failed to add partition \"", mid[] = "to transaction: ";
-        const char *t = strstr(line, lead), *q, *why;
-        int code;
-
-        if (!p || !t)
-                return;
-        t += sizeof(lead) - 1;
-        q = strchr(t, '"');
-        why = q ? strstr(q, mid) : NULL;
-        if (!why || (size_t)(q - t) >= sizeof(p->refused[0].topic))
-                return;
-        code = code_of_text(why + sizeof(mid) - 1);
-        if (!code)
-                return;
-        pthread_mutex_lock(&p->refused_lock);
-        if (p->nrefused < sizeof(p->refused) / sizeof(p->refused[0])) {
-                snprintf(p->refused[p->nrefused].topic, sizeof(p->refused[0].topic), "%.*s",
-                         (int)(q - t), t);
-                p->refused[p->nrefused++].code = code;
-        }
-        pthread_mutex_unlock(&p->refused_lock);
-}
-
-int producer_refused_partition(struct producer *p, const char *topic, struct producer_error *ret_error)
-{
-        int ret = -ENOENT;
-
-        pthread_mutex_lock(&p->refused_lock);
-        for (size_t i = 0; i < p->nrefused && ret; i++)
-                if (strcmp(p->refused[i].topic, topic) == 0) {
-                        set_error(ret_error, p->refused[i].code, 0, NULL);
-                        ret = 0;
-                }
-        pthread_mutex_unlock(&p->refused_lock);
-        return ret;
-}
-
 /*
  * librdkafka's own log lines. What matters reaches the relay as an error
  * event or a delivery report, which it words once; the lines repeat them
  * (and normal retries such as "Coordinator load in progress"), so they are
  * debug output except for the emergencies and TXNERR: why librdkafka failed
- * a Kafka transaction, which no event or report carries when a request of
- * the transaction (AddPartitionsToTxn, say) failed rather than a record.
+ * a Kafka transaction, for the operator (the relay learns the error's code
+ * from the transactions API, producer_transaction_error()). Nothing is
+ * concluded from a line: its wording, and whether it is logged at all
+ * (-X log_level), are not an interface.
  * @locality: any librdkafka thread; log_msg() writes whole lines.
  */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-        if (level <= 3 && strcmp(fac, "ADDPARTS") == 0)
-                note_refused_partition(rd_kafka_opaque(rk), buf);
+        (void)rk;
         if (level <= 2 || (level <= 3 && strcmp(fac, "TXNERR") == 0))
                 log_msg(LOG_LEVEL_WARNING, "kafka %s: %s", fac, buf);
         else
@@ -592,7 +531,6 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
 
         if (!p)
                 return -ENOMEM;
-        pthread_mutex_init(&p->refused_lock, NULL);
         p->pipefd[0] = p->pipefd[1] = -1;
         p->dr = dr;
         p->on_event = on_event;
@@ -686,7 +624,6 @@ struct producer *producer_free(struct producer *p)
                 close(p->pipefd[0]);
         if (p->pipefd[1] >= 0)
                 close(p->pipefd[1]);
-        pthread_mutex_destroy(&p->refused_lock);
         free(p);
         return NULL;
 }
@@ -739,6 +676,9 @@ int producer_poll(struct producer *p)
 }
 
 _Static_assert(PRODUCER_ERR_STATE == RD_KAFKA_RESP_ERR__STATE, "PRODUCER_ERR_STATE is librdkafka's __STATE");
+_Static_assert(PRODUCER_ERR_PURGE_QUEUE == RD_KAFKA_RESP_ERR__PURGE_QUEUE, "librdkafka's __PURGE_QUEUE");
+_Static_assert(PRODUCER_ERR_PURGE_INFLIGHT == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT,
+               "librdkafka's __PURGE_INFLIGHT");
 _Static_assert(PRODUCER_ERR_UNKNOWN_TOPIC == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
                "PRODUCER_ERR_UNKNOWN_TOPIC is Kafka's UNKNOWN_TOPIC_OR_PARTITION");
 _Static_assert(PRODUCER_ERR_INVALID_TXN_STATE == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE,
@@ -771,8 +711,10 @@ int producer_send(struct producer *p, const struct producer_msg *m, struct produ
         rd_kafka_headers_destroy(hdrs);
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 return -ENOBUFS;
-        set_error(ret_error, e, e == RD_KAFKA_RESP_ERR__FATAL ?
-                  rd_kafka_fatal_error(rk, fatal, sizeof(fatal)) : 0, NULL);
+        if (e == RD_KAFKA_RESP_ERR__FATAL)
+                set_error(ret_error, e, rd_kafka_fatal_error(rk, fatal, sizeof(fatal)), fatal);
+        else
+                set_error(ret_error, e, 0, NULL);
         return -EIO;
 }
 
@@ -1153,6 +1095,9 @@ int producer_create_topic(struct producer *p, const char *topic, int partitions,
         return r;
 }
 
+/* How long producer_transaction_error() waits for librdkafka's main thread, at most. */
+#define TXN_ERROR_MS 1000
+
 /* Translate a transactions API error object (destroyed here). */
 static int txn_result(rd_kafka_error_t *e, struct producer_error *ret_error)
 {
@@ -1182,10 +1127,20 @@ int producer_init_transactions(struct producer *p, int timeout_ms, struct produc
 
 int producer_begin_transaction(struct producer *p, struct producer_error *ret_error)
 {
-        pthread_mutex_lock(&p->refused_lock);
-        p->nrefused = 0;
-        pthread_mutex_unlock(&p->refused_lock);
         return txn_result(rd_kafka_begin_transaction(p->rk), ret_error);
+}
+
+int producer_transaction_error(struct producer *p, struct producer_error *ret_error)
+{
+        /*
+         * In librdkafka's abortable state every call of the transactions API
+         * but the abort returns the transaction's error (rd_kafka_txn_require_
+         * states() in rdkafka_txnmgr.c): commit_transaction() does before it
+         * flushes or sends anything.
+         */
+        int r = txn_result(rd_kafka_commit_transaction(p->rk, TXN_ERROR_MS), ret_error);
+
+        return r == -ECANCELED ? 0 : r == -EPERM ? -EPERM : -EAGAIN;
 }
 
 int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)

@@ -90,6 +90,8 @@ const char *producer_fix(int code);
 #define PRODUCER_ERR_STATE (-172) /* RD_KAFKA_RESP_ERR__STATE: not allowed in the producer's (transaction) state */
 #define PRODUCER_ERR_INVALID_TXN_STATE 48 /* the coordinator's answer to ending a transaction it never began */
 #define PRODUCER_ERR_UNKNOWN_TOPIC 3      /* Kafka's UNKNOWN_TOPIC_OR_PARTITION */
+#define PRODUCER_ERR_PURGE_QUEUE (-152)   /* RD_KAFKA_RESP_ERR__PURGE_QUEUE: purged before it was sent */
+#define PRODUCER_ERR_PURGE_INFLIGHT (-151) /* RD_KAFKA_RESP_ERR__PURGE_INFLIGHT: purged while in flight */
 
 /* Everything a delivery report tells about one message, borrowed during the callback. */
 struct producer_report {
@@ -318,16 +320,17 @@ int producer_broker_config(struct producer *p, int32_t broker_id, const char *na
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 
 /*
- * producer_refused_partition() - did the transaction coordinator refuse for
- * good to add a partition of @topic to the open transaction (its
- * AddPartitionsToTxn answer, e.g. TOPIC_AUTHORIZATION_FAILED without WRITE on
- * the topic)? librdkafka then fails the transaction and purges its records
- * (_PURGE_QUEUE reports) without naming the topic anywhere but its ADDPARTS
- * log line, which the producer reads (librdkafka 2.0.2's wording). Returns 0
- * with the refusal's code, class, name and text in @ret_error, or -ENOENT.
- * Cleared by producer_begin_transaction(). @locality: any thread.
+ * producer_transaction_error() - the error that failed the open transaction
+ * (librdkafka's abortable state): its code, class and text in @ret_error,
+ * e.g. TOPIC_AUTHORIZATION_FAILED when the coordinator refused a topic's
+ * partition (AddPartitionsToTxn), which no delivery report names. Call it
+ * only once the transaction is known to have failed (a produce refused with
+ * _STATE, a purge the caller did not cause): in a healthy transaction it
+ * would begin the commit. Blocks briefly (librdkafka's main thread answers).
+ * Returns 0; -EPERM (a fatal error, in @ret_error); -EAGAIN when no error
+ * was had.
  */
-int producer_refused_partition(struct producer *p, const char *topic, struct producer_error *ret_error);
+int producer_transaction_error(struct producer *p, struct producer_error *ret_error);
 
 /* producer_begin_transaction() - start a transaction; never blocks. */
 int producer_begin_transaction(struct producer *p, struct producer_error *ret_error);

@@ -135,8 +135,6 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
 {
         struct relay *r = ctx;
         const struct producer_msg *m = &rep->msg;
-        struct producer_report refused;
-        struct producer_error why;
         char work_id[256], lsn[32], xid[16], source[1024], table[512], size[512];
         const char *text;
         uint64_t ticket = m->ticket;
@@ -149,18 +147,9 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                 return;
         }
         relay_eos_report(r, rep);
-        if (strcmp(rep->error.name, "_PURGE_QUEUE") == 0 || strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0) {
-                /*
-                 * Purged by an aborted Kafka transaction: streaming again from
-                 * the slot redoes it. Unless the coordinator refused its topic
-                 * to the transaction: then the refusal is this record's own.
-                 */
-                if (!relay_eos_refused_topic(r, m->topic, &why))
-                        return;
-                refused = *rep;
-                refused.error = why;
-                rep = &refused;
-        }
+        /* Purged from a failed or aborted Kafka transaction: streaming again from the slot redoes it. */
+        if (rep->error.code == PRODUCER_ERR_PURGE_QUEUE || rep->error.code == PRODUCER_ERR_PURGE_INFLIGHT)
+                return;
         if (rep->error.code == 0) {
                 int64_t stamp;
                 bool stamped = ledger_ticket_stamp(r->ledger, ticket, &stamp) == 0;
@@ -217,7 +206,7 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                          m->topic, text, rep->error.name, producer_fix(rep->error.code) ?
                          ". " : "", producer_fix(rep->error.code) ? producer_fix(rep->error.code) : "");
                 lsn_parse(lsn, strlen(lsn), &end);
-                relay_eos_poison(r, end, work_id, rep->error.name, reason);
+                relay_eos_poison(r, end, work_id, &rep->error, reason);
                 return;
         }
         if (rep->error.fault != PRODUCER_FAULT_RECORD) {

@@ -70,6 +70,10 @@ int relay_eos_init(struct relay *r)
         r->eos.aborting = false;
         r->eos.aborted = false;
         r->eos.refused = false;
+        r->eos.probing = r->eos.probe_next;
+        r->eos.probe_next = false;
+        r->eos.probe_open = false;
+        r->eos.nknown = 0;
         r->eos.pending = 0;
         r->eos.bound_ms = r->conf->txn_max_ms;
         r->eos.failed = false;
@@ -119,9 +123,36 @@ static int ensure_open(struct relay *r)
         return 0;
 }
 
-int relay_eos_before_record(struct relay *r)
+static bool probed(const struct relay_eos *x, const char *topic)
 {
-        return relay_eos_on(r) ? ensure_open(r) : 0;
+        if (x->nknown >= RELAY_PROBE_TOPICS)
+                return true;  /* bounded: the rest go unprobed */
+        for (size_t i = 0; i < x->nknown; i++)
+                if (strcmp(x->known[i], topic) == 0)
+                        return true;
+        return false;
+}
+
+static int split(struct relay *r);
+
+int relay_eos_before_record(struct relay *r, const char *topic, const char *work_id, size_t len,
+                            uint64_t end_lsn, bool dead_letter)
+{
+        struct relay_eos *x = &r->eos;
+
+        if (!relay_eos_on(r))
+                return 0;
+        if (x->probing && !probed(x, topic)) {
+                /* What is open first, then this record alone. */
+                if (x->open && split(r) < 0)
+                        return -EIO;
+                x->probe_open = true;
+                x->probe_dead_letter = dead_letter;
+                snprintf(x->probe_topic, sizeof(x->probe_topic), "%s", topic);
+                snprintf(x->probe_work_id, sizeof(x->probe_work_id), "%.*s", (int)len, work_id);
+                x->probe_end = end_lsn;
+        }
+        return ensure_open(r);
 }
 
 void relay_eos_produced(struct relay *r, size_t bytes)
@@ -141,7 +172,7 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
 
         if (!relay_eos_on(r))
                 return;
-        purged = strcmp(rep->error.name, "_PURGE_QUEUE") == 0 || strcmp(rep->error.name, "_PURGE_INFLIGHT") == 0;
+        purged = rep->error.code == PRODUCER_ERR_PURGE_QUEUE || rep->error.code == PRODUCER_ERR_PURGE_INFLIGHT;
         /* Purged by the relay's own abort, or after it: a transaction that is gone. */
         if (purged && (x->aborting || !x->open))
                 return;
@@ -152,7 +183,7 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
                 x->failed = true;
                 snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
                 snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka failed it and purged its "
-                         "records; the reason is its \"kafka TXNERR\" warning above");
+                         "records");
         } else if (rep->error.code && !purged) {
                 /* librdkafka sends nothing more of it: what is queued would wait for its timeout. */
                 if (!x->failed)
@@ -161,15 +192,6 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
                 snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
                 snprintf(x->fail_text, sizeof(x->fail_text), "%s", rep->error.text);
         }
-}
-
-bool relay_eos_refused_topic(struct relay *r, const char *topic, struct producer_error *ret_error)
-{
-        const struct relay_eos *x = &r->eos;
-
-        return relay_eos_on(r) && x->open && !x->aborting &&
-               producer_refused_partition(r->prod, topic, ret_error) == 0 &&
-               (ret_error->fault == PRODUCER_FAULT_RECORD || ret_error->fault == PRODUCER_FAULT_FATAL);
 }
 
 bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e)
@@ -195,7 +217,7 @@ bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *wor
         return false;
 }
 
-void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const char *code,
+void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const struct producer_error *e,
                       const char *reason)
 {
         struct relay_eos *x = &r->eos;
@@ -210,11 +232,12 @@ void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, co
         p = &x->poison[x->npoison < RELAY_POISON_MAX ? x->npoison++ : (x->poison_next++ % RELAY_POISON_MAX)];
         p->end_lsn = end_lsn;
         snprintf(p->work_id, sizeof(p->work_id), "%s", id);
-        snprintf(p->code, sizeof(p->code), "%s", code);
+        p->error = e->code;
+        snprintf(p->code, sizeof(p->code), "%s", e->name);
         snprintf(p->reason, sizeof(p->reason), "%s", reason);
         x->refused = true;
         /* The abort then says why: the record's refusal, not the purge that followed it. */
-        snprintf(x->fail_name, sizeof(x->fail_name), "%s", code);
+        snprintf(x->fail_name, sizeof(x->fail_name), "%s", e->name);
         snprintf(x->fail_text, sizeof(x->fail_text), "work ID \"%s\": %.400s", id, reason);
         x->failed = true;
 }
@@ -264,12 +287,69 @@ int relay_eos_abort(struct relay *r)
         return relay_eos_on(r) ? abort_open(r) : 0;
 }
 
+/*
+ * The open transaction failed and no record's delivery report said why
+ * (x->refused unset): librdkafka failed it for a request of its own, whose
+ * error its transactions API gives. A record's kind of error
+ * (TOPIC_AUTHORIZATION_FAILED for AddPartitionsToTxn) is the probe's
+ * record's own; else the next session probes to find the topic, and a
+ * session that probes already stops (exit 3) rather than go round.
+ */
+static void explain_failure(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        struct producer_error e;
+        char reason[1024];
+
+        if (x->refused || producer_transaction_error(r->prod, &e) < 0)
+                return;
+        snprintf(x->fail_name, sizeof(x->fail_name), "%s", e.name);
+        snprintf(x->fail_text, sizeof(x->fail_text), "%.500s", e.text);
+        if (e.fault != PRODUCER_FAULT_RECORD)
+                return;
+        if (x->probe_open && x->probe_dead_letter) {
+                relay_fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (transaction ending "
+                           "at LSN %s) to \"%s\" failed: Kafka refused the topic to the transaction: %s "
+                           "(%s). Stopping: nothing from this transaction on is confirmed. %s and restart, or "
+                           "skip it: --skip-transaction=%s", x->probe_work_id,
+                           lsn_format(x->probe_end, (char[LSN_STRLEN]){0}), x->probe_topic, e.text, e.name,
+                           producer_fix(e.code) ? producer_fix(e.code) : "Let the dead-letter topic take the row",
+                           lsn_format(x->probe_end, (char[LSN_STRLEN]){0}));
+                x->refused = true;
+                return;
+        }
+        if (x->probe_open) {
+                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)%s%s",
+                         x->probe_topic, e.text, e.name, producer_fix(e.code) ? ". " : "",
+                         producer_fix(e.code) ? producer_fix(e.code) : "");
+                metrics_labels_add(r->stats.errors, e.name, 1);
+                relay_eos_poison(r, x->probe_end, x->probe_work_id, &e, reason);
+                x->probe_next = true;  /* another topic may be refused too */
+                return;
+        }
+        if (x->probing) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "a Kafka transaction failed with %s (%s), an error of "
+                           "one of its records that no delivery report named, though each topic's first "
+                           "record went into a transaction of its own; stopping rather than streaming again "
+                           "into the same failure. Check the relay's access to its topics", e.text, e.name);
+                x->refused = true;
+                return;
+        }
+        /* Its abort may find the coordinator never began it (librdkafka then fails the producer). */
+        x->refused = true;
+        x->probe_next = true;
+        snprintf(x->fail_text, sizeof(x->fail_text), "%.300s, an error of one of its records that no delivery "
+                 "report named: the next session puts each topic's first record into a Kafka transaction of "
+                 "its own to find it", e.text);
+}
+
 /* A record of the open transaction failed: abort it and stream again. Returns -EIO (recorded). */
 static int abort_failed(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
         char why[600];
 
+        explain_failure(r);
         snprintf(why, sizeof(why), "%s (%s)", x->fail_text, x->fail_name);
         if (abort_open(r) < 0)
                 return -EIO;
@@ -302,9 +382,7 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
                 x->failed = true;
                 snprintf(x->fail_name, sizeof(x->fail_name), "%s", e->name);
                 snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka refused a record: %.300s, as "
-                         "it does once it has failed the transaction; the reason is its \"kafka TXNERR\" "
-                         "warning above",
-                         e->text);
+                         "it does once it has failed the transaction", e->text);
         }
         abort_failed(r);
         return -ECANCELED;
@@ -431,14 +509,26 @@ static bool full(const struct relay *r)
                r->eos.bytes >= (uint64_t)r->conf->txn_max_bytes;
 }
 
+/* Mid-transaction: split it; the checkpoint counts the PostgreSQL transaction's rows committed so far. */
+static int split(struct relay *r)
+{
+        return commit(r, r->eos.last_end, r->txn.end_lsn, r->eos.part_rows);
+}
+
 int relay_eos_after_record(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
 
-        if (!relay_eos_on(r) || !full(r))
+        if (!relay_eos_on(r) || !x->open)
                 return 0;
-        /* Mid-transaction: split it; the checkpoint counts its rows committed so far. */
-        return commit(r, x->last_end, r->txn.end_lsn, x->part_rows);
+        if (x->probe_open) {
+                if (split(r) < 0)
+                        return -EIO;
+                snprintf(x->known[x->nknown++], sizeof(x->known[0]), "%s", x->probe_topic);
+                x->probe_open = false;
+                return 0;
+        }
+        return full(r) ? split(r) : 0;
 }
 
 int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)

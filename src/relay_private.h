@@ -203,10 +203,12 @@ struct relay_pgo {
 
 /* A row whose record the broker refused inside an aborted Kafka transaction (--exactly-once). */
 #define RELAY_POISON_MAX 64
+#define RELAY_PROBE_TOPICS 64  /* topics probed per session, at most (the rest are not) */
 struct relay_poison {
         uint64_t end_lsn;             /* of its PostgreSQL transaction */
         char work_id[256];
-        char code[64];                /* Kafka's error name */
+        int error;                    /* Kafka's error code */
+        char code[64];                /* and its name */
         char reason[768];
 };
 
@@ -231,6 +233,22 @@ struct relay_eos {
         uint64_t resume_left;         /* rows of the current transaction still to skip */
         int64_t last_idle_ms;         /* the last checkpoint-only transaction */
         int64_t bound_ms;             /* the time bound now: --kafka-transaction-time, longer in a backlog */
+        /*
+         * Finding a topic the transaction coordinator refuses: a transaction
+         * failed with a record's error (TOPIC_AUTHORIZATION_FAILED for
+         * AddPartitionsToTxn) that no delivery report named. The next session
+         * puts each topic's first record into a Kafka transaction of its own,
+         * a probe, so that the error is that record's.
+         */
+        bool probe_next;              /* the next session probes */
+        bool probing;                 /* this session does */
+        bool probe_open;              /* the open transaction is a probe */
+        bool probe_dead_letter;       /* of a dead-letter copy */
+        char probe_topic[RECORD_TOPIC_MAX + 1];
+        char probe_work_id[256];
+        uint64_t probe_end;           /* end LSN of the probed row's PostgreSQL transaction */
+        char known[RELAY_PROBE_TOPICS][RECORD_TOPIC_MAX + 1];  /* topics probed in this session */
+        size_t nknown;
         struct relay_poison poison[RELAY_POISON_MAX];
         size_t npoison, poison_next;
         uint64_t stats_committed, stats_aborted, stats_rows;
@@ -533,8 +551,15 @@ void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size);
 /* relay_eos_init() - init_transactions() on a new producer. Returns 0 or -EIO (recorded). */
 int relay_eos_init(struct relay *r);
 
-/* relay_eos_before_record() - a Kafka transaction is open before a record is produced. 0 or -EIO. */
-int relay_eos_before_record(struct relay *r);
+/*
+ * relay_eos_before_record() - before a record of @topic is produced for the
+ * row @work_id (@len bytes) of the transaction ending at @end_lsn (a
+ * dead-letter copy if @dead_letter): a Kafka transaction is open, of its own
+ * when the session probes and @topic has not been probed yet (what was
+ * open is committed first). 0, or -EIO (recorded).
+ */
+int relay_eos_before_record(struct relay *r, const char *topic, const char *work_id, size_t len,
+                            uint64_t end_lsn, bool dead_letter);
 
 /* relay_eos_produced() - a record of @bytes went into the open Kafka transaction. */
 void relay_eos_produced(struct relay *r, size_t bytes);
@@ -542,7 +567,10 @@ void relay_eos_produced(struct relay *r, size_t bytes);
 /* relay_eos_row_done() - an outbox row of the current PostgreSQL transaction was handled. */
 void relay_eos_row_done(struct relay *r);
 
-/* relay_eos_after_record() - split the open Kafka transaction at its bounds. 0 or -EIO. */
+/*
+ * relay_eos_after_record() - split the open Kafka transaction at its bounds,
+ * or commit a probe. 0 or -EIO.
+ */
 int relay_eos_after_record(struct relay *r);
 
 /* relay_eos_after_transaction() - a C line ending at @end_lsn; commit at the bounds. 0 or -EIO. */
@@ -576,16 +604,6 @@ int relay_eos_flush(struct relay *r);
 
 /* relay_eos_abort() - abort what is open (its records are produced again). 0 or -EIO. */
 int relay_eos_abort(struct relay *r);
-
-/*
- * relay_eos_refused_topic() - a record of @topic was purged from the open
- * Kafka transaction, which librdkafka failed because the transaction
- * coordinator refused the topic's partition for good
- * (producer_refused_partition()) with an error that is the record's own
- * (TOPIC_AUTHORIZATION_FAILED) or fatal: true, with it in @ret_error, and
- * the caller handles the record as refused with it. Otherwise false.
- */
-bool relay_eos_refused_topic(struct relay *r, const char *topic, struct producer_error *ret_error);
 
 /*
  * relay_eos_abort_refused() - is @e, a fatal producer error, the
@@ -624,11 +642,11 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep);
 
 /*
  * relay_eos_poison() - remember the row @work_id of the transaction ending
- * at @end_lsn whose record Kafka refused (@code, @reason), and fail the open
+ * at @end_lsn whose record Kafka refused (@e, @reason), and fail the open
  * Kafka transaction; after the abort and the replay the row meets its
  * --on-error policy.
  */
-void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const char *code,
+void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const struct producer_error *e,
                       const char *reason);
 
 /* relay_eos_poisoned() - true (with the code and reason) for a remembered row. */

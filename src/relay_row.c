@@ -97,7 +97,8 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                 }
                 nh = relay_headers(r, rec, row, h, source, sizeof(source));
                 m = row_msg(r, row, topic, h, nh, ticket);
-                if (relay_eos_before_record(r) < 0 ||
+                if (relay_eos_before_record(r, r->conf->dead_letter_topic, id, strlen(id), r->txn.end_lsn,
+                                            true) < 0 ||
                     relay_dead_letter(r, &m, topic, code, reason, id, r->txn.lsn_text) < 0) {
                         ledger_cancel_message(r->ledger, ticket);
                         return;
@@ -170,7 +171,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 return;
         }
         m.ticket = ticket;
-        if (relay_eos_before_record(r) < 0) {
+        if (relay_eos_before_record(r, row.topic, row.id->ptr, row.id->len, r->txn.end_lsn, false) < 0) {
                 ledger_cancel_message(r->ledger, ticket);
                 return;
         }
