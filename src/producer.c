@@ -152,7 +152,7 @@ _Static_assert(PRODUCER_ERR_MSG_SIZE_TOO_LARGE == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO
 /*
  * @code, and for RD_KAFKA_RESP_ERR__FATAL its cause @fatal_code
  * (rd_kafka_fatal_error()), into @e. A fatal error is named by its cause,
- * which says what can be done about it.
+ * which says what can be done about it (producer_fenced(), for one).
  */
 static void set_error(struct producer_error *e, rd_kafka_resp_err_t code, int fatal_code,
                       const char *text)
@@ -1118,6 +1118,22 @@ static int txn_result(rd_kafka_error_t *e, struct producer_error *ret_error)
         }
         rd_kafka_error_destroy(e);
         return r;
+}
+
+int64_t producer_transaction_timeout_ms(const struct producer *p)
+{
+        char v[32];
+        size_t size = sizeof(v);
+
+        if (rd_kafka_conf_get(rd_kafka_conf(p->rk), "transaction.timeout.ms", v, &size) != RD_KAFKA_CONF_OK)
+                return 60000;  /* librdkafka's default (CONFIGURATION.md) */
+        return strtoll(v, NULL, 10);
+}
+
+bool producer_fenced(const struct producer_error *e)
+{
+        return e->code == RD_KAFKA_RESP_ERR__FENCED || e->code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+               e->code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
 }
 
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error)

@@ -316,6 +316,22 @@ int producer_broker_config(struct producer *p, int32_t broker_id, const char *na
  * else. @ret_error gets the code, name and text.
  */
 
+/*
+ * producer_transaction_timeout_ms() - the transaction.timeout.ms the
+ * producer asks its transaction coordinator for (librdkafka's default, or
+ * what -X set), in ms: the coordinator aborts a transaction open longer.
+ */
+int64_t producer_transaction_timeout_ms(const struct producer *p);
+
+/*
+ * producer_fenced() - is @e the loss of the producer's epoch: librdkafka's
+ * _FENCED, or Kafka's PRODUCER_FENCED or INVALID_PRODUCER_EPOCH? Both a
+ * newer producer with the same transactional.id (init_transactions) and a
+ * coordinator that aborted a transaction past its transaction.timeout.ms
+ * (which bumps the epoch too) end so; librdkafka does not tell them apart.
+ */
+bool producer_fenced(const struct producer_error *e);
+
 /* producer_init_transactions() - register the transactional id, fence older epochs; blocks up to @timeout_ms. */
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 

@@ -294,7 +294,14 @@ void relay_on_kafka_event(void *ctx, enum producer_event ev, const struct produc
                 log_warning("kafka: %s: %s", e->name, e->text);
                 return;
         case PRODUCER_EVENT_FATAL:
-                if (e->fault == PRODUCER_FAULT_CLUSTER || relay_eos_abort_refused(r, e)) {
+                if (relay_eos_timed_out(r, e)) {
+                        relay_fail(r, RELAY_EXIT_RETRY, "fatal Kafka producer error: %s: %s: the "
+                                   "transaction coordinator aborted the open Kafka transaction past the "
+                                   "producer's transaction.timeout.ms (not a newer relay's fence); "
+                                   "discarding the producer and streaming again from the slot", e->name,
+                                   e->text);
+                        r->producer_broken = true;
+                } else if (e->fault == PRODUCER_FAULT_CLUSTER || relay_eos_abort_refused(r, e)) {
                         relay_fail(r, RELAY_EXIT_RETRY, "fatal Kafka producer error: %s: %s; discarding "
                                    "the producer and streaming again from the slot", e->name, e->text);
                         r->producer_broken = true;

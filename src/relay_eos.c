@@ -75,7 +75,9 @@ int relay_eos_init(struct relay *r)
         r->eos.probe_open = false;
         r->eos.nknown = 0;
         r->eos.pending = 0;
-        r->eos.bound_ms = r->conf->txn_max_ms;
+        r->eos.timeout_ms = producer_transaction_timeout_ms(r->prod);
+        r->eos.bound_ms = r->conf->txn_max_ms < r->eos.timeout_ms / 2 ? r->conf->txn_max_ms :
+                          r->eos.timeout_ms / 2;
         r->eos.failed = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
         if (ret == 0)
@@ -117,6 +119,7 @@ static int ensure_open(struct relay *r)
         }
         x->open = true;
         x->opened_ms = relay_mono_ms();
+        x->holds_whole = false;
         x->messages = x->bytes = 0;
         x->failed = false;
         x->refused = false;
@@ -248,6 +251,7 @@ static int abort_open(struct relay *r)
         struct relay_eos *x = &r->eos;
         struct producer_error e;
         int64_t deadline = relay_mono_ms() + TXN_MS;
+        bool timed_out;
         int ret;
 
         if (!x->open)
@@ -262,9 +266,19 @@ static int abort_open(struct relay *r)
                 relay_wait(r, 0, 0);
         }
         x->aborting = false;
+        timed_out = ret == -EPERM && relay_eos_timed_out(r, &e);
+        if (timed_out) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot abort the Kafka transaction: %s (%s): the "
+                           "transaction coordinator aborted it already, open %" PRId64 " ms, past its "
+                           "transaction.timeout.ms of %" PRId64 " ms; a new producer streams again from "
+                           "the slot", e.text, e.name, relay_mono_ms() - x->opened_ms, x->timeout_ms);
+                r->producer_broken = true;
+        }
         x->open = false;
         x->pending = 0;
         x->stats_aborted++;
+        if (timed_out)
+                return -EIO;
         if (ret < 0 && relay_eos_abort_refused(r, &e)) {
                 relay_fail(r, RELAY_EXIT_RETRY, "cannot abort the Kafka transaction: %s (%s), since the "
                            "coordinator never began it (%s); a new producer streams again from the slot",
@@ -363,6 +377,14 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
         struct relay_eos *x = &r->eos;
         int64_t deadline = relay_mono_ms() + TXN_MS;
 
+        if (relay_eos_timed_out(r, e)) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot hand a record to Kafka: %s (%s): the transaction "
+                           "coordinator aborted the open Kafka transaction, open %" PRId64 " ms, past its "
+                           "transaction.timeout.ms of %" PRId64 " ms; a new producer streams again from "
+                           "the slot", e->text, e->name, relay_mono_ms() - x->opened_ms, x->timeout_ms);
+                r->producer_broken = true;
+                return -ECANCELED;
+        }
         if (!relay_eos_on(r) || !x->open || e->code != PRODUCER_ERR_STATE)
                 return 0;
         /*
@@ -491,6 +513,15 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
                            "it, streaming again from the slot", e.text, e.name);
                 return -EIO;
         }
+        if (ret == -EPERM && relay_eos_timed_out(r, &e)) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot commit the Kafka transaction: %s (%s): the "
+                           "transaction coordinator aborted it, open %" PRId64 " ms, past its "
+                           "transaction.timeout.ms of %" PRId64 " ms; a new producer streams again from "
+                           "the slot", e.text, e.name, relay_mono_ms() - x->opened_ms, x->timeout_ms);
+                x->open = false;
+                r->producer_broken = true;
+                return -EIO;
+        }
         x->open = false;
         relay_fail(r, ret == -EPERM ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY,
                    "cannot commit the Kafka transaction: %s (%s)%s", e.text, e.name,
@@ -507,6 +538,25 @@ static bool full(const struct relay *r)
 {
         return r->eos.messages >= (uint64_t)r->conf->txn_max_messages ||
                r->eos.bytes >= (uint64_t)r->conf->txn_max_bytes;
+}
+
+/*
+ * Inside a PostgreSQL transaction: when the open Kafka transaction is split
+ * on time (monotonic ms), or -1. Nothing commits on time inside one, and
+ * the walsender can take long over the rest of it (millions of changes of
+ * other tables, filtered out): at half the producer's transaction.timeout.ms
+ * it is split, or the coordinator aborts it and fences the producer. And
+ * whole PostgreSQL transactions read before it, held in the same Kafka
+ * transaction, wait no longer than the time bound.
+ */
+static int64_t split_at_ms(const struct relay *r)
+{
+        const struct relay_eos *x = &r->eos;
+        int64_t at = x->opened_ms + x->timeout_ms / 2;
+
+        if (x->holds_whole && x->opened_ms + x->bound_ms < at)
+                at = x->opened_ms + x->bound_ms;
+        return at;
 }
 
 /* Mid-transaction: split it; the checkpoint counts the PostgreSQL transaction's rows committed so far. */
@@ -528,7 +578,17 @@ int relay_eos_after_record(struct relay *r)
                 x->probe_open = false;
                 return 0;
         }
-        return full(r) ? split(r) : 0;
+        if (!full(r) && relay_mono_ms() < split_at_ms(r))
+                return 0;
+        return split(r);
+}
+
+bool relay_eos_timed_out(const struct relay *r, const struct producer_error *e)
+{
+        const struct relay_eos *x = &r->eos;
+
+        return relay_eos_on(r) && producer_fenced(e) && x->open &&
+               relay_mono_ms() - x->opened_ms >= x->timeout_ms;
 }
 
 int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)
@@ -566,6 +626,9 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
         lag_us = r->txn.commit_time_us ? r->fb.send_time_us + REPLMSG_PG_EPOCH_OFFSET_S * INT64_C(1000000) -
                                          r->txn.commit_time_us : 0;
         bound = relay_eos_time_bound_ms(r->conf->txn_max_ms, lag_us);
+        /* Never as long as the coordinator's limit: it aborts what is open longer. */
+        if (bound > x->timeout_ms / 2)
+                bound = x->timeout_ms / 2;
         if (bound != x->bound_ms)
                 log_debug("%s a backlog (a commit sent %" PRId64 " ms after it happened): Kafka "
                           "transactions of up to %" PRId64 " ms", bound > r->conf->txn_max_ms ?
@@ -573,30 +636,40 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
         x->bound_ms = bound;
         x->last_end = end_lsn;
         x->part_rows = 0;
+        x->holds_whole = x->open;
         if (x->open && (full(r) || relay_mono_ms() - x->opened_ms >= bound))
                 return commit(r, end_lsn, LSN_INVALID, 0);
         return 0;
+}
+
+/* When relay_eos_idle() commits the open Kafka transaction (monotonic ms). */
+static int64_t idle_commit_at_ms(const struct relay *r)
+{
+        return ledger_in_transaction(r->ledger) ? split_at_ms(r) : r->eos.opened_ms + r->eos.bound_ms;
 }
 
 int relay_eos_idle(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
 
-        /* Nothing more to read now: a transaction open long enough, at a PostgreSQL boundary, goes. */
-        if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger) ||
-            relay_mono_ms() - x->opened_ms < x->bound_ms)
+        /*
+         * Nothing more to read now: a transaction open long enough goes, at a
+         * PostgreSQL boundary, or split inside a PostgreSQL transaction.
+         */
+        if (!relay_eos_on(r) || !x->open || relay_mono_ms() < idle_commit_at_ms(r))
                 return 0;
+        if (ledger_in_transaction(r->ledger))
+                return split(r);
         return commit(r, x->last_end, LSN_INVALID, 0);
 }
 
 int64_t relay_eos_idle_due_ms(const struct relay *r)
 {
-        const struct relay_eos *x = &r->eos;
         int64_t left;
 
-        if (!relay_eos_on(r) || !x->open || ledger_in_transaction(r->ledger))
+        if (!relay_eos_on(r) || !r->eos.open)
                 return -1;
-        left = x->opened_ms + x->bound_ms - relay_mono_ms();
+        left = idle_commit_at_ms(r) - relay_mono_ms();
         return left > 0 ? left : 0;
 }
 

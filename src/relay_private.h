@@ -219,6 +219,8 @@ struct relay_eos {
         bool aborting;                /* the relay is aborting it: purged records are expected */
         bool aborted;                 /* one was aborted in this session: nothing more is committed */
         int64_t opened_ms;            /* monotonic */
+        int64_t timeout_ms;           /* the producer's transaction.timeout.ms */
+        bool holds_whole;             /* the open one holds records of a PostgreSQL transaction read whole */
         uint64_t messages, bytes;     /* records and their bytes in the open one */
         uint64_t pending;             /* records of the open one without a delivery report */
         bool failed;                  /* one of them failed: it must be aborted */
@@ -589,13 +591,22 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn);
 #define RELAY_EOS_BACKLOG_MAX_MS 1000
 int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us);
 
+/*
+ * relay_eos_timed_out() - is @e, a fatal producer error, the transaction
+ * coordinator's abort of the open Kafka transaction after
+ * transaction.timeout.ms rather than a newer relay's fence? librdkafka
+ * reports both as a fence (producer_fenced()); only the first can end a
+ * transaction that has been open that long. Then a new producer may go on.
+ */
+bool relay_eos_timed_out(const struct relay *r, const struct producer_error *e);
+
 /* relay_eos_idle() - nothing more to read now: commit an open transaction old enough. 0 or -EIO. */
 int relay_eos_idle(struct relay *r);
 
 /*
  * relay_eos_idle_due_ms() - ms until relay_eos_idle() would commit the open
- * Kafka transaction (0: now), or -1 when it would not at any time (none open,
- * or inside a PostgreSQL transaction): how long an idle stream may sleep.
+ * Kafka transaction (0: now), or -1 when none is open: how long an idle
+ * stream may sleep.
  */
 int64_t relay_eos_idle_due_ms(const struct relay *r);
 
@@ -616,7 +627,9 @@ bool relay_eos_abort_refused(const struct relay *r, const struct producer_error 
 
 /*
  * relay_eos_produce_failed() - a produce inside the open Kafka transaction
- * failed with @e. When it is librdkafka's _STATE, the transaction has failed
+ * failed with @e. A fence after the coordinator's timeout
+ * (relay_eos_timed_out()) discards the producer and records a retry:
+ * returns -ECANCELED. When it is librdkafka's _STATE, the transaction has failed
  * (librdkafka's abortable state: a record's delivery failed, or a request of
  * the transaction, such as AddPartitionsToTxn, did): serve the reports so a
  * record's own error is known, abort the transaction and record a retry

@@ -5,9 +5,14 @@ confirmed past, a Kafka transaction never outlives transaction.timeout.ms
 what the relay concludes comes from librdkafka's error codes, not from the
 wording of its log lines."""
 
+import os
+import signal
+import threading
+
+import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
-from harness import EXIT_UNPUBLISHABLE, TopicReader, insert_rows
-from harness.faults import start_relay
+from harness import EXIT_UNPUBLISHABLE, KafkaBroker, TopicReader, insert_rows, wait_until
+from harness.faults import BROKER_START_S, collector, observe, start_relay, verify_exactly_once
 from rows_helpers import assert_not_confirmed_past, wait_exit
 
 from eos_helpers import EOS
@@ -67,3 +72,89 @@ def test_aborted_transaction_is_never_confirmed_past(case):
     reader.drain()
     seen = [r.header("ce_id") for r in reader.records if r.topic != dead]
     assert sorted(seen) == sorted(ids), seen
+
+
+# The coordinator's timeout, short: librdkafka's smallest transaction.timeout.ms is 1 s, and a
+# producer's messages may not outlive its transactions.
+TXN_TIMEOUT = ["-X", "transaction.timeout.ms=2000", "-X", "message.timeout.ms=2000"]
+
+
+@pytest.fixture(scope="module")
+def timeout_broker(env):
+    """A broker whose transaction coordinator looks for transactions past
+    their timeout every 0.5 s (Kafka's default is 10 s), so that one open
+    for 2 s is aborted within the test's few seconds."""
+    b = KafkaBroker(env.base_dir, name="eos-timeout-kafka", quick_start=True, extra_properties={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+    b.start(timeout=BROKER_START_S)
+    yield b
+    b.kill()
+
+
+def published(relay, work_id):
+    return lambda: ('published work ID "%s"' % work_id) in relay.log
+
+
+def test_long_postgresql_transaction_is_split_before_the_transaction_timeout(case, timeout_broker):
+    """A PostgreSQL transaction writes an outbox row, then many changes of
+    another table; the walsender works through them (filtered out) while
+    the Kafka transaction holding the row stays open, as nothing commits on
+    time inside a PostgreSQL transaction. Past transaction.timeout.ms the
+    coordinator aborted it, the relay stopped with exit 3 as if a newer
+    relay had fenced it, and did the same after every restart: the row
+    never arrived. The walsender is frozen here while it is inside that
+    transaction, for twice the timeout. Now the relay splits the Kafka
+    transaction at half the timeout, and the row arrives once."""
+    case.query("CREATE TABLE other (n int)")
+    coll = collector(case, broker=timeout_broker, isolation="read_committed")
+    relay = start_relay(case, "--exactly-once", *TXN_TIMEOUT, "--log-level=debug",
+                        brokers=timeout_broker.bootstrap)
+    walsender = case.slot_info()["active_pid"]
+    conn = case.connect(autocommit=False)
+    writer = threading.Thread(target=insert_rows, args=(conn, [
+        {"work_id": "slow-1", "kind": "fault", "payload": {}}],), kwargs={
+        "extra_sql": ["INSERT INTO other SELECT g FROM generate_series(1, 500000) g"]})
+    writer.start()
+    try:
+        wait_until(published(relay, "slow-1"), 120, interval=0.01, what="the row to be published")
+        os.kill(walsender, signal.SIGSTOP)
+        try:
+            assert not coll.poll(0.1) and "slow-1" not in coll.ids(), \
+                "the PostgreSQL transaction was read whole before the freeze: the scenario did not happen"
+            observe(4, lambda: None, interval=0.5)    # twice the timeout, inside the transaction
+        finally:
+            os.kill(walsender, signal.SIGCONT)
+    finally:
+        writer.join()
+    verify_exactly_once(case, coll, ["slow-1"], "eos_timeout_split", relays=[relay])
+    conn.close()
+    assert "(a split transaction)" in relay.log, relay.log[-3000:]
+    assert relay.stop() == 0, relay.log
+
+
+def test_coordinator_timeout_is_not_taken_for_a_fence(case, timeout_broker):
+    """The relay is frozen (SIGSTOP) with a Kafka transaction open, past
+    transaction.timeout.ms: the coordinator aborts it and bumps the
+    producer's epoch, and librdkafka reports that as a fence. The relay took
+    it for a newer relay's and stopped with exit 3 ("do not restart it while
+    the other one runs"), though none ran. Now it tells the two apart by how
+    long the transaction was open, streams again with a new producer, and
+    the row arrives once."""
+    coll = collector(case, broker=timeout_broker, isolation="read_committed")
+    raw = collector(case, broker=timeout_broker, create=False)
+    relay = start_relay(case, "--exactly-once", *TXN_TIMEOUT, "--kafka-transaction-time=1",
+                        brokers=timeout_broker.bootstrap)
+    conn = case.connect(autocommit=False)
+    insert_rows(conn, [{"work_id": "frozen-1", "kind": "fault", "payload": {}}])
+    # written, its transaction still open (for a second)
+    wait_until(lambda: "frozen-1" in raw.ids(), 60, what="the record in the topic", tick=raw.poll)
+    os.kill(relay.pid, signal.SIGSTOP)
+    try:
+        observe(4, lambda: None, interval=0.5)
+    finally:
+        os.kill(relay.pid, signal.SIGCONT)
+    verify_exactly_once(case, coll, ["frozen-1"], "eos_timeout_not_fence", relays=[relay])
+    conn.close()
+    assert "past the producer's transaction.timeout.ms" in relay.log or \
+        "past its transaction.timeout.ms" in relay.log, relay.log[-3000:]
+    assert relay.stop() == 0, relay.log
