@@ -52,6 +52,7 @@ int checkpoint_format(const struct checkpoint *c, char *buf, size_t size)
         /* An integer as its text: cJSON numbers are doubles. */
         snprintf(num, sizeof(num), "%" PRIu64, c->txn_rows);
         cJSON_AddRawToObject(o, "txn_rows", num);
+        cJSON_AddNumberToObject(o, "timeline", c->timeline);
         cJSON_AddStringToObject(o, "digest", c->digest);
         cJSON_AddStringToObject(o, "mapping", c->mapping);
         cJSON_AddStringToObject(o, "mode", c->mode);
@@ -86,7 +87,7 @@ int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret)
 {
         cJSON *o = cJSON_ParseWithLength(value, len);
         struct checkpoint c = {0};
-        const cJSON *rows;
+        const cJSON *rows, *tli;
         int r = -EBADMSG;
 
         if (!cJSON_IsObject(o) || get_lsn(o, "lsn", &c.lsn) < 0)
@@ -96,6 +97,9 @@ int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret)
         rows = cJSON_GetObjectItemCaseSensitive(o, "txn_rows");
         if (cJSON_IsNumber(rows) && rows->valuedouble >= 0)
                 c.txn_rows = (uint64_t)rows->valuedouble;
+        tli = cJSON_GetObjectItemCaseSensitive(o, "timeline");
+        if (cJSON_IsNumber(tli) && tli->valuedouble >= 1 && tli->valuedouble <= UINT32_MAX)
+                c.timeline = (uint32_t)tli->valuedouble;
         copy_string(o, "digest", c.digest, sizeof(c.digest));
         copy_string(o, "mapping", c.mapping, sizeof(c.mapping));
         copy_string(o, "mode", c.mode, sizeof(c.mode));
@@ -106,6 +110,29 @@ int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret)
 out:
         cJSON_Delete(o);
         return r;
+}
+
+int checkpoint_timeline_end(const char *history, size_t len, uint32_t tli, uint64_t *ret_lsn)
+{
+        const char *p = history, *end = history ? history + len : NULL;
+
+        while (p && p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                const char *eol = nl ? nl : end;
+                char line[128], lsn[64];
+                unsigned long parent;
+                uint64_t at;
+
+                snprintf(line, sizeof(line), "%.*s", (int)(eol - p < 127 ? eol - p : 127), p);
+                p = eol + 1;
+                if (sscanf(line, "%lu %63s", &parent, lsn) != 2 || line[0] == '#')
+                        continue;
+                if (parent == tli && lsn_parse(lsn, strlen(lsn), &at) == 0) {
+                        *ret_lsn = at;
+                        return 0;
+                }
+        }
+        return -ENOENT;
 }
 
 static int set(rd_kafka_conf_t *kc, const char *name, const char *value, char *err, size_t errlen)

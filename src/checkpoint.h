@@ -14,7 +14,7 @@
  * Records live in partition 0 of a compacted Kafka topic of one partition, keyed
  * "<system identifier>/<database>/<slot>"; the value is a JSON object:
  *
- *   {"version":1,"lsn":"0/1551468","txn_end_lsn":"0/0","txn_rows":0,
+ *   {"version":1,"lsn":"0/1551468","txn_end_lsn":"0/0","txn_rows":0,"timeline":1,
  *    "digest":"8a3f...","mapping":"tables=public.outbox; id=work_id; ...",
  *    "mode":"at-least-once","writer":"host pid 123, outbox-relay 0.2.0",
  *    "time":"2026-12-01T05:38:29.123456Z"}
@@ -40,6 +40,12 @@ struct checkpoint {
         uint64_t lsn;          /* LSN: every transaction ending at or before it is published */
         uint64_t txn_end_lsn;  /* exactly-once: a transaction beyond @lsn partly published, or 0 */
         uint64_t txn_rows;     /* rows of that transaction already published */
+        /*
+         * The server's timeline (IDENTIFY_SYSTEM) when written, or 0 (a writer
+         * before it was recorded): an LSN names a WAL position only together
+         * with the timeline history it lies on.
+         */
+        uint32_t timeline;
         char digest[17];       /* checkpoint_digest() of @mapping, 16 hex digits */
         char mapping[CHECKPOINT_MAPPING_MAX];
         char mode[16];         /* "at-least-once" or "exactly-once" */
@@ -68,6 +74,18 @@ int checkpoint_format(const struct checkpoint *c, char *buf, size_t size);
  * for a value that is not such an object (missing or malformed "lsn").
  */
 int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret);
+
+/*
+ * checkpoint_timeline_end() - where timeline @tli ends in the history
+ * @history (@len bytes) of the server's current timeline: the content of
+ * its timeline history file, as TIMELINE_HISTORY returns it (PostgreSQL's
+ * timeline.c: one line per earlier timeline, "<parent TLI>\t<switch
+ * LSN>\t<reason>", '#' comments). WAL of @tli before that LSN is the
+ * current timeline's too; past it the current timeline has WAL of its own.
+ * Returns 0 with the LSN in *ret_lsn, or -ENOENT when @tli is not an
+ * earlier timeline of that history (or @history is NULL). Pure.
+ */
+int checkpoint_timeline_end(const char *history, size_t len, uint32_t tli, uint64_t *ret_lsn);
 
 /* Where checkpoint records are read from. All borrowed. */
 struct checkpoint_source {

@@ -105,6 +105,34 @@ static void append_literal(char *buf, size_t size, size_t *o, const char *v)
                 buf[(*o)++] = '\'';
 }
 
+int pgstream_timeline_history(struct pgstream *s, uint32_t tli, char **ret_content, size_t *ret_len,
+                              char *err, size_t errlen)
+{
+        char cmd[64];
+        PGresult *res;
+        size_t len;
+
+        snprintf(cmd, sizeof(cmd), "TIMELINE_HISTORY %u", tli);
+        res = PQexec(s->conn, cmd);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 2) {
+                result_error(res, s->conn, err, errlen, NULL);
+                PQclear(res);
+                return -EPROTO;
+        }
+        /* The walsender sends the file's bytes as the text of its content column. */
+        len = (size_t)PQgetlength(res, 0, 1);
+        *ret_content = malloc(len + 1);
+        if (!*ret_content) {
+                PQclear(res);
+                return -ENOMEM;
+        }
+        memcpy(*ret_content, PQgetvalue(res, 0, 1), len);
+        (*ret_content)[len] = '\0';
+        *ret_len = len;
+        PQclear(res);
+        return 0;
+}
+
 int pgstream_start(struct pgstream *s, const struct pgstream_start *start, char *err, size_t errlen,
                    char sqlstate[6])
 {

@@ -46,6 +46,17 @@ int pgstream_connect(const char *conninfo, struct pgstream **ret_stream, struct 
                      char *err, size_t errlen);
 
 /*
+ * pgstream_timeline_history() - TIMELINE_HISTORY @tli (PostgreSQL's
+ * streaming replication protocol): the content of the timeline's history
+ * file, as checkpoint_timeline_end() reads it, into *ret_content (@*ret_len
+ * bytes, NUL-terminated, owned by the caller: free()). Before
+ * pgstream_start() only. Returns 0, -ENOMEM, or -EPROTO with the server's
+ * message in @err.
+ */
+int pgstream_timeline_history(struct pgstream *s, uint32_t tli, char **ret_content, size_t *ret_len,
+                              char *err, size_t errlen);
+
+/*
  * pgstream_start() - START_REPLICATION SLOT <slot> LOGICAL 0/0 (<options>),
  * so the server starts at the slot's confirmed_flush_lsn. Puts the
  * connection in non-blocking mode. Returns 0, or -EPROTO with the server's

@@ -459,6 +459,16 @@ static int session(struct relay *r)
                            lsn_format(ledger_flush_lsn(r->ledger), a));
                 return SESSION_ENDED;
         }
+        /* What the checkpoint's timeline is judged against (relay_watch_before_stream()). */
+        free(r->tli_history);
+        r->tli_history = NULL;
+        if (r->sys.timeline > 1 &&
+            pgstream_timeline_history(r->pg, r->sys.timeline, &r->tli_history, &r->tli_history_len, err,
+                                      sizeof(err)) < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot read the history of timeline %u: %s", r->sys.timeline,
+                           err);
+                return SESSION_ENDED;
+        }
         ret = check_slot(r, &slot);
         if (ret == -EBUSY) {
                 relay_set_state(r, "standby: the slot is held by another process");
@@ -830,6 +840,7 @@ static void finish(struct relay *r)
 {
         producer_free(r->prod);
         pgstream_free(r->pg);
+        free(r->tli_history);
         metrics_free(r->metrics);
         metrics_labels_free(r->stats.topics);
         metrics_labels_free(r->stats.errors);

@@ -278,6 +278,8 @@ struct relay {
 
         /* Who and where. */
         struct pgstream_system sys;
+        char *tli_history;         /* this session's timeline history (TIMELINE_HISTORY), or NULL on timeline 1 */
+        size_t tli_history_len;    /* bytes */
         struct preflight_result pre;
         char system_id[32];        /* of the first connection; a change stops the relay */
         char who[128];             /* the operator, for remedy logs */

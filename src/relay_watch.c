@@ -111,6 +111,7 @@ int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mo
         const struct relay_watch *w = &r->watch;
         int n;
 
+        c->timeline = r->sys.timeline;
         snprintf(c->digest, sizeof(c->digest), "%s", w->digest);
         snprintf(c->mapping, sizeof(c->mapping), "%s", w->mapping);
         snprintf(c->mode, sizeof(c->mode), "%s", mode);
@@ -392,6 +393,71 @@ int relay_watch_standby(struct relay *r)
 }
 
 /*
+ * The newest checkpoint @c against the server's timeline. An LSN names a
+ * WAL position only on its timeline's history: after a failover to a
+ * standby that lacked the primary's last WAL, the new timeline branches off
+ * at its switch point, and its commits reuse the LSNs past it that the
+ * checkpoint already covers. Streaming on would skip them (exactly-once) or
+ * take them for published. A checkpoint reaching past the switch point of
+ * its timeline, or on a timeline not in the server's history, stops the
+ * relay (exit 3) unless --accept-slot-position names the slot's LSN @s:
+ * then *@ret holds @c cut back to the switch point (*@ret_accepted).
+ * Returns 0, or -EINVAL with the failure recorded.
+ */
+static int judge_timeline(struct relay *r, const struct checkpoint *c, uint64_t s, struct checkpoint *ret,
+                          bool *ret_accepted)
+{
+        uint32_t tli = r->sys.timeline;
+        uint64_t end = LSN_INVALID, covered = c->txn_end_lsn > c->lsn ? c->txn_end_lsn : c->lsn;
+        char a[LSN_STRLEN], b[LSN_STRLEN], e[LSN_STRLEN], fix[256];
+        int known;
+
+        *ret_accepted = false;
+        if (!c->timeline || c->timeline == tli)
+                return 0;
+        known = c->timeline < tli ? checkpoint_timeline_end(r->tli_history, r->tli_history_len, c->timeline,
+                                                            &end) : -ENOENT;
+        if (known == 0 && covered <= end)
+                return 0;       /* WAL both timelines share */
+        lsn_format(s, a);
+        lsn_format(covered, b);
+        if (known == 0)
+                snprintf(fix, sizeof(fix), "Then start once with --accept-slot-position=%s (the slot's "
+                         "LSN): the checkpoint then counts up to LSN %s only, where the timelines part",
+                         a, lsn_format(end, e));
+        else
+                snprintf(fix, sizeof(fix), "This checkpoint is not of this server's history: give the "
+                         "relay its own --slot");
+        if (known < 0 || r->conf->accept_slot_position != s) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT,
+                           "the newest checkpoint of slot \"%s\" (written by %s at %s) covers WAL up to LSN "
+                           "%s on timeline %u, but the server is on timeline %u%s%s: the server lacks WAL the "
+                           "relay published from (a failover to a standby that had not received it, or a "
+                           "restore), and its commits from there on reuse LSNs the checkpoint covers, so "
+                           "the relay would take them for published. Rows published from the lost WAL are "
+                           "in Kafka but not in this database: reconcile them (outbox-relay(7), \"The "
+                           "checkpoint record\"). %s",
+                           r->conf->slot, c->writer, c->time, b, c->timeline, tli,
+                           known == 0 ? ", which branched off it at LSN " : ", whose history does not hold it",
+                           known == 0 ? e : "", fix);
+                return -EINVAL;
+        }
+        log_warning("accepting the switch to timeline %u at LSN %s, as requested with "
+                    "--accept-slot-position by %s: the checkpoint of timeline %u (up to LSN %s) counts up "
+                    "to the switch only, and what this server committed after it is published; remove "
+                    "the option after this start", tli, lsn_format(end, e), r->who, c->timeline, b);
+        *ret = *c;
+        if (ret->lsn > end)
+                ret->lsn = end;
+        if (ret->txn_end_lsn > end) {
+                ret->txn_end_lsn = LSN_INVALID;
+                ret->txn_rows = 0;
+        }
+        *ret_accepted = true;
+        return 0;
+}
+
+/*
  * Judge the newest checkpoint (@found: @c) against the slot's position @s
  * read before streaming. Returns 0 (the checkpoint chase then writes what
  * is missing), or -EINVAL after recording the failure.
@@ -401,8 +467,14 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
 {
         struct relay_watch *w = &r->watch;
         char a[LSN_STRLEN], b[LSN_STRLEN];
+        struct checkpoint on_timeline;
+        bool accepted = false;
 
         lsn_format(s, a);
+        if (found && judge_timeline(r, c, s, &on_timeline, &accepted) < 0)
+                return -EINVAL;
+        if (accepted)
+                c = &on_timeline;
         /* An empty digest: written by `slot create`, which streams nothing; the first relay sets it. */
         if (found && c->digest[0] && strcmp(c->digest, w->digest) != 0) {
                 if (mapping_differs(r, c) < 0)
@@ -454,7 +526,8 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                             "requested with --accept-slot-position by %s: rows committed in between are "
                             "not published by this relay; remove the option after this start",
                             r->conf->slot, lsn_format(c->lsn, b), a, r->who);
-        } else if (r->conf->accept_slot_position && !w->judged_once && (found || !relay_eos_on(r))) {
+        } else if (r->conf->accept_slot_position && !w->judged_once && !accepted &&
+                   (found || !relay_eos_on(r))) {
                 log_warning("--accept-slot-position=%s has no effect: slot \"%s\" is confirmed up to %s, "
                             "not beyond its checkpoint; remove the option",
                             lsn_format(r->conf->accept_slot_position, b), r->conf->slot, a);
@@ -846,6 +919,7 @@ int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, cha
                                                 .nprops = conf->nprops};
         if (pgstream_connect(conf->conninfo, &pg, &sys, err, errlen) < 0)
                 goto out;
+        r.sys = sys;
         snprintf(r.system_id, sizeof(r.system_id), "%s", sys.system_id);
         snprintf(r.pre.dbname, sizeof(r.pre.dbname), "%s", sys.dbname);
         if (producer_new(&r.prod_opts, relay_on_delivery, relay_on_kafka_event, &r, &r.prod, err,

@@ -87,7 +87,8 @@ static void test_create_command(void)
 
 static void test_value_round_trip(void)
 {
-        struct checkpoint c = {.lsn = 0x1551468, .txn_end_lsn = 0x1551500, .txn_rows = 12345678901ULL};
+        struct checkpoint c = {.lsn = 0x1551468, .txn_end_lsn = 0x1551500, .txn_rows = 12345678901ULL,
+                               .timeline = 7};
         struct checkpoint back;
         char buf[CHECKPOINT_VALUE_MAX];
         int n;
@@ -100,8 +101,33 @@ static void test_value_round_trip(void)
         CHECK_INT(back.lsn, c.lsn);
         CHECK_INT(back.txn_end_lsn, c.txn_end_lsn);
         CHECK_INT(back.txn_rows, c.txn_rows);
+        CHECK_INT(back.timeline, 7);
         CHECK_STR(back.mode, "exactly-once");
         CHECK_INT(checkpoint_parse("{\"version\":1}", 13, &back), -EBADMSG);
+        /* A writer before the timeline was recorded: 0, unknown. */
+        CHECK_INT(checkpoint_parse("{\"lsn\":\"0/10\"}", 14, &back), 0);
+        CHECK_INT(back.timeline, 0);
+}
+
+/* A timeline history file as PostgreSQL writes it (timeline.c, writeTimeLineHistory()). */
+static void test_timeline_end(void)
+{
+        static const char history[] = "1\t0/3000158\tno recovery target specified\n"
+                                      "\n"
+                                      "# a comment 4\t0/9\n"
+                                      "2\t0/5A0000A0\tat restore point \"x\"\n";
+        uint64_t at = 0;
+
+        CHECK_INT(checkpoint_timeline_end(history, strlen(history), 1, &at), 0);
+        CHECK_INT(at, 0x3000158);
+        CHECK_INT(checkpoint_timeline_end(history, strlen(history), 2, &at), 0);
+        CHECK_INT(at, 0x5A0000A0);
+        CHECK_INT(checkpoint_timeline_end(history, strlen(history), 4, &at), -ENOENT);
+        CHECK_INT(checkpoint_timeline_end(history, strlen(history), 3, &at), -ENOENT);
+        CHECK_INT(checkpoint_timeline_end(NULL, 0, 1, &at), -ENOENT);
+        /* no final newline */
+        CHECK_INT(checkpoint_timeline_end("1\t0/10\treason", 14, 1, &at), 0);
+        CHECK_INT(at, 0x10);
 }
 
 int main(void)
@@ -111,5 +137,6 @@ int main(void)
         test_weak();
         test_create_command();
         test_value_round_trip();
+        test_timeline_end();
         return check_summary();
 }
