@@ -174,6 +174,7 @@ struct relay_watch {
         bool judged_once;             /* a checkpoint was judged against the slot in this process */
         bool ckpt_unknown;            /* streaming before the checkpoint could be read: confirm nothing */
         int64_t ckpt_retry_ms;        /* monotonic: when to try reading it again */
+        int ckpt_retries;             /* reads of it since that ran out of time (each waits twice as long) */
         uint64_t ckpt_acked;          /* LSN of the newest checkpoint Kafka acknowledged */
         uint64_t ckpt_floor;          /* LSN of the newest checkpoint read: never write less */
         uint64_t ckpt_inflight;       /* LSN of the checkpoint record in flight, or 0 */

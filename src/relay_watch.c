@@ -588,6 +588,7 @@ int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot
                 log_warning("cannot read the newest checkpoint of slot \"%s\" now (%s): streaming, but "
                             "confirming nothing until it is read", r->conf->slot, err);
                 w->ckpt_unknown = true;
+                w->ckpt_retries = 0;
                 w->ckpt_retry_ms = relay_mono_ms() + CHECKPOINT_RETRY_MS;
                 return 0;
         }
@@ -608,18 +609,33 @@ static void retry_checkpoint(struct relay *r)
         struct checkpoint c;
         char err[ERRLEN];
         bool found, no_topic;
-        int64_t timeout = r->fb.interval_ms < CHECKPOINT_READ_MS ? r->fb.interval_ms : CHECKPOINT_READ_MS;
+        int64_t timeout;
         int ret;
 
         if (!w->ckpt_unknown || relay_mono_ms() < w->ckpt_retry_ms || producer_brokers_up(r->prod) <= 0)
                 return;
-        /* The read blocks for at most a status interval: the server hears from the relay first. */
+        /*
+         * The read blocks for a status interval at first (the server hears
+         * from the relay before it), twice as long after each read that ran
+         * out of time, up to CHECKPOINT_READ_MS: a read (a new consumer, the
+         * topic's settings, its watermarks, the newest records) can need more
+         * than one interval on a busy broker, and a cap that never lets it
+         * finish would leave the relay confirming nothing for good.
+         */
+        timeout = (r->fb.interval_ms > 0 ? r->fb.interval_ms : 1000) << w->ckpt_retries;
+        if (timeout > CHECKPOINT_READ_MS)
+                timeout = CHECKPOINT_READ_MS;
         relay_send_status(r);
         ret = read_newest(r, (int)timeout, &c, &found, &no_topic, err, sizeof(err));
         if (ret == -EAGAIN) {
+                if (timeout < CHECKPOINT_READ_MS)
+                        w->ckpt_retries++;
+                log_debug("cannot read the newest checkpoint of slot \"%s\" within %" PRId64 " ms (%s): "
+                          "trying again in %d ms", r->conf->slot, timeout, err, CHECKPOINT_RETRY_MS);
                 w->ckpt_retry_ms = relay_mono_ms() + CHECKPOINT_RETRY_MS;
                 return;
         }
+        w->ckpt_retries = 0;
         if (ret == 0 && judge_checkpoint(r, found, &c, no_topic, w->slot_start_lsn) == 0)
                 log_info("read the newest checkpoint of slot \"%s\": confirming again", r->conf->slot);
 }
