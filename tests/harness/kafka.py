@@ -306,6 +306,19 @@ class KafkaBroker:
         procs.wait_until(lambda: name in self.topics(), timeout, interval=0.2,
                          what="topic %s in metadata" % name)
 
+    def create_topics(self, names, partitions=1, timeout=60):
+        """Create every topic of names in one CreateTopics request and wait
+        until the broker lists them all (many topics at once: a test that
+        needs them to exist, not to be created on first use)."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient(self.client_config())
+        futs = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1)
+                                    for n in names])
+        for fut in futs.values():
+            fut.result(timeout=timeout)
+        procs.wait_until(lambda: set(names) <= set(self.topics()), timeout, interval=0.2,
+                         what="%d topics in metadata" % len(names))
+
     def delete_topic(self, name, timeout=30):
         """Delete topic name and wait until the broker no longer lists it."""
         from confluent_kafka.admin import AdminClient

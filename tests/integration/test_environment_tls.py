@@ -86,7 +86,7 @@ def tls_kafka(certs):
         # the relay's checkpoint topic, made by an operator: the relay may not create topics here
         b.create_topic(CHECKPOINTS, partitions=1, config={"cleanup.policy": "compact"})
         for principal in ("relay", KAFKA_TLS_USER):
-            b.grant(principal, [CHECKPOINTS], ("READ", "WRITE", "DESCRIBE"))
+            b.grant(principal, [CHECKPOINTS], ("READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"))
         yield b
     finally:
         b.stop()
@@ -469,9 +469,11 @@ def test_secrets_never_leak(kcase, tls_kafka):
 def test_least_privilege_exactly_once(kcase, tls_kafka):
     """README's grants and no more carry --exactly-once with a dead-letter
     topic: PostgreSQL's role of sql/role.sql over TLS with SCRAM; Kafka's
-    principal relay-eos over SASL_SSL with WRITE and DESCRIBE on its topic
-    and the dead-letter topic, READ, WRITE and DESCRIBE on the checkpoint
-    topic, WRITE and DESCRIBE on transactional ids with the default prefix
+    principal relay-eos over SASL_SSL with WRITE, DESCRIBE and DESCRIBE_CONFIGS
+    on its topic and the dead-letter topic (the relay reads their
+    max.message.bytes), READ, WRITE, DESCRIBE and DESCRIBE_CONFIGS on the
+    checkpoint topic (the relay verifies its cleanup.policy and
+    min.insync.replicas), WRITE and DESCRIBE on transactional ids with the default prefix
     "outbox-relay/" (a PREFIXED ACL). `check` is safe to start (its probe id
     is under the prefix too); a read_committed reader sees each row once and
     the unpublishable row (a kind that is no topic name) in the dead-letter
@@ -483,7 +485,7 @@ def test_least_privilege_exactly_once(kcase, tls_kafka):
         tls_kafka.create_topic(t, partitions=1)
     tls_kafka.create_topic(checkpoints, partitions=1, config={"cleanup.policy": "compact"})
     tls_kafka.grant(user, [topic, dlq], ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"))
-    tls_kafka.grant(user, [checkpoints], ("READ", "WRITE", "DESCRIBE"))
+    tls_kafka.grant(user, [checkpoints], ("READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"))
     tls_kafka.grant(user, ["transactional-id-prefix:outbox-relay/"], ("WRITE", "DESCRIBE"))
     role = relay_role(case, "pg-role-secret-5")
     dsn = case.pg.tls_conninfo(case.dbname, role, passfile=case.passfile(role, "pg-role-secret-5"))

@@ -88,9 +88,13 @@ def test_clients_that_do_not_read_do_not_stall_streaming(case):
     """Eight clients ask for /metrics with a tiny receive buffer and never read
     the answer: rows still flow and are confirmed, standby status updates go on."""
     port = procs.free_port()
+    # many topics make /metrics large enough not to fit the socket buffers;
+    # made beforehand: 600 topics created on first use by one broker on a
+    # busy 2-core machine can outlast librdkafka's topic.metadata.propagation.max.ms
+    # (30 s), and this test is about HTTP clients, not topic creation
+    case.kafka.create_topics([case.topic("w%03d" % i) for i in range(600)])
     case.relay("--http", "127.0.0.1:%d" % port, "--metrics-max-topics", "1024")
     conn = case.connect(autocommit=False)
-    # many topics make /metrics large enough not to fit the socket buffers
     insert_rows(conn, [{"work_id": "wide-%d" % i, "kind": "w%03d" % i, "payload": {}}
                        for i in range(600)])
     procs.wait_until(lambda: http_get(port, "/metrics")[1].count('topic="') >= 600, 60,

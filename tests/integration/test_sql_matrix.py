@@ -483,7 +483,8 @@ def test_older_than_14_is_refused(env, kafka):
         words = ("server version %s (server_version_num %s) is too old: outbox-relay supports "
                  "PostgreSQL 14 to 18, the major versions the PostgreSQL project supports; upgrade "
                  "the server to 14 or later (pg_upgrade, or dump and restore)" % (version, num))
-        rc, out = run_relay(relay_args(srv, "matrix_old", "--create-slot"), timeout=60)
+        rc, out = run_relay(relay_args(srv, "matrix_old", "--create-slot", brokers=kafka.bootstrap),
+                            timeout=60)
         assert rc == EXIT_ENV and words in out, out
         assert srv.query("SELECT slot_name FROM pg_replication_slots") == []
         rc, out, items = run_check(relay_args(srv, "matrix_old", brokers=kafka.bootstrap), timeout=60)
