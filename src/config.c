@@ -137,6 +137,13 @@ static const struct opt_def opt_defs[] = {
          "also publish transactional logical messages with this prefix (outbox_emit())", 0,
          "The message stands for a row and is published as one. See outbox-relay(7), AN OUTBOX"
          " WITH NO TABLE."},
+        {"ignore-message-prefix", 0, OPT_PREFIX, OFF(ignore_message_prefix), NULL, 0, 0, "PREFIX",
+         "pass over transactional logical messages with this prefix, which looks like an outbox's "
+         "but is not this relay's", 0,
+         "Without it a transactional message whose prefix contains \"outbox\" (any case) or is "
+         "the one outbox_emit() of sql/outbox.sql writes, other than --message-prefix, stops the "
+         "relay (exit 4) before anything past it is confirmed. See outbox-relay(7), AN OUTBOX WITH "
+         "NO TABLE."},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
          "librdkafka property; repeatable", OPT_NOENV,
          "Passed to librdkafka as it is (-X security.protocol=SSL); enable.idempotence=false, "

@@ -67,6 +67,8 @@ struct relay_config {
         size_t ncolumn_headers;        /* at most RECORD_COLUMN_HEADERS_MAX (record.h) */
         const char *preset;            /* --preset: "debezium", or NULL for none */
         const char *message_prefix;    /* --message-prefix: logical messages published, or NULL */
+        const char *ignore_message_prefix; /* --ignore-message-prefix: an outbox-like prefix passed
+                                            * over without stopping, or NULL */
         struct kafka_prop *props;      /* -X, in command-line order */
         size_t nprops;
         int64_t status_interval_ms;    /* -s, given in seconds */

@@ -1114,6 +1114,10 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
                 r = check_replication(conf, &res, err, errlen);
         if (r == 0)
                 r = check_slot(c, conf, &set, &res, err, errlen);
+        /* Only to recognise the kit's messages of another prefix (relay_row.c): not fatal. */
+        if (r == 0 && preflight_kit_prefix(c, res.kit_prefix, sizeof(res.kit_prefix), err, errlen) < 0)
+                log_warning("cannot read the prefix outbox_emit() writes (%s); only prefixes "
+                            "containing \"outbox\" are told from other applications' messages", err);
         /*
          * A query that failed because the server went away (restarting, the
          * connection cut) is worth retrying like a failed connect, whatever
@@ -1126,6 +1130,34 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
                 *ret_res = res;
         else
                 preflight_result_release(&res);
+        return r;
+}
+
+int preflight_kit_prefix(PGconn *c, char *ret_prefix, size_t size, char *err, size_t errlen)
+{
+        PGresult *res = PQexec(c, "SELECT CASE WHEN pg_catalog.to_regprocedure('outbox_message_prefix()') "
+                               "IS NOT NULL THEN 1 END");
+        int r = 0;
+
+        if (size)
+                ret_prefix[0] = '\0';
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+                seterr(err, errlen, "cannot tell whether outbox_message_prefix() exists: %s",
+                       PQerrorMessage(c));
+                r = -EINVAL;
+        } else if (!PQgetisnull(res, 0, 0)) {
+                PQclear(res);
+                res = PQexec(c, "SELECT outbox_message_prefix()");
+                if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+                    PQgetisnull(res, 0, 0)) {
+                        seterr(err, errlen, "cannot read outbox_message_prefix(): %s", PQerrorMessage(c));
+                        r = -EINVAL;
+                } else {
+                        snprintf(ret_prefix, size, "%s", PQgetvalue(res, 0, 0));
+                        r = 1;
+                }
+        }
+        PQclear(res);
         return r;
 }
 

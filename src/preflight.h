@@ -42,6 +42,8 @@ struct preflight_result {
         uint32_t *pubrel_oids;       /* pg_publication_rel.oid per conf->tables[i]; freed with the rest */
         uint32_t *json_domains;      /* type OIDs of the domains over json and jsonb; the caller frees it */
         size_t njson_domains;
+        char kit_prefix[CONFIG_MESSAGE_PREFIX_MAX + 1]; /* outbox_message_prefix(), "" when the
+                                                         * database has none */
 };
 
 /* Domains over json or jsonb that preflight_run() reads, at most (the rest are checked as text). */
@@ -79,6 +81,15 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
  * caller's. Safe on a zeroed result and when called twice. Never fails.
  */
 void preflight_result_release(struct preflight_result *res);
+
+/*
+ * preflight_kit_prefix() - the prefix outbox_emit() of sql/outbox.sql writes
+ * in this database: outbox_message_prefix() (found through the search path,
+ * as the application calls it). Copies it into @ret_prefix (@size bytes,
+ * truncated to fit) and returns 1; returns 0 and "" when the function is not
+ * there; -EINVAL with the server's message in @err when either query fails.
+ */
+int preflight_kit_prefix(PGconn *c, char *ret_prefix, size_t size, char *err, size_t errlen);
 
 /* Probe timeout of `outbox-relay check`: connect_timeout and statement_timeout, in ms. */
 #define PREFLIGHT_PROBE_TIMEOUT_MS 10000
