@@ -385,6 +385,76 @@ static PGresult *read_columns(PGconn *c, const struct table_name *t, char *err, 
         return NULL;
 }
 
+/*
+ * The payload column's type, followed through domains to its base type: the
+ * relay publishes the column's text as application/json, so json, jsonb and
+ * the string types (pg_type.typcategory 'S': text, varchar, char, citext, which
+ * the relay checks row by row) can be published; anything else never, and
+ * would stop the relay at its first row (exit 4). bytea gets the advice for
+ * Avro and Protobuf bytes. Returns 0 or -EINVAL with the fix in @err.
+ */
+static int check_payload_type(PGconn *c, const struct table_name *t, const char *column, char *err,
+                              size_t errlen)
+{
+        const char *params[3] = {t->schema, t->table, column};
+        const char *declared, *base;
+        char *qs, *qt, *qc;
+        PGresult *r;
+        int n, rc = 0;
+
+        r = query(c, "WITH RECURSIVE d(oid, depth) AS ("
+                  "SELECT a.atttypid, 0 FROM pg_catalog.pg_attribute a "
+                  "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                  "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                  "WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 "
+                  "AND NOT a.attisdropped "
+                  "UNION ALL SELECT t.typbasetype, d.depth + 1 FROM d "
+                  "JOIN pg_catalog.pg_type t ON t.oid = d.oid WHERE t.typtype = 'd' AND d.depth < 64) "
+                  "SELECT pg_catalog.format_type(t.oid, NULL), t.typcategory, "
+                  "t.typnamespace = 'pg_catalog'::pg_catalog.regnamespace AND "
+                  "t.typname IN ('json', 'jsonb') "
+                  "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid ORDER BY d.depth", 3, params);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0) {
+                seterr(err, errlen, "cannot read the type of column \"%s\" of \"%s\".\"%s\": %s", column,
+                       t->schema, t->table, PQresultErrorMessage(r));
+                PQclear(r);
+                return -EINVAL;
+        }
+        n = PQntuples(r);
+        declared = PQgetvalue(r, 0, 0);
+        base = PQgetvalue(r, n - 1, 0);
+        if (strcmp(PQgetvalue(r, n - 1, 2), "t") == 0 || strcmp(PQgetvalue(r, n - 1, 1), "S") == 0) {
+                PQclear(r);
+                return 0;
+        }
+        qs = PQescapeIdentifier(c, t->schema, strlen(t->schema));
+        qt = PQescapeIdentifier(c, t->table, strlen(t->table));
+        qc = PQescapeIdentifier(c, column, strlen(column));
+        if (strcmp(base, "bytea") == 0)
+                seterr(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s: the relay "
+                       "publishes JSON (content-type application/json) and wal2json sends bytea as "
+                       "\\x hex text, so the first row would stop the relay (exit 4); fix: ALTER TABLE "
+                       "%s.%s ALTER COLUMN %s TYPE jsonb USING convert_from(%s, 'UTF8')::jsonb when "
+                       "the bytes are JSON; Avro or Protobuf bytes cannot be published as they are: "
+                       "write JSON, or base64 inside JSON (see outbox-relay(7), DEBEZIUM OUTBOX "
+                       "LAYOUT)", column, t->schema, t->table, declared, qs ? qs : t->schema,
+                       qt ? qt : t->table, qc ? qc : column, qc ? qc : column);
+        else
+                seterr(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s, whose "
+                       "text is not a JSON document: the relay publishes json, jsonb or text-like "
+                       "columns holding JSON (content-type application/json), so the first row would "
+                       "stop the relay (exit 4); fix: ALTER TABLE %s.%s ALTER COLUMN %s TYPE jsonb "
+                       "USING to_jsonb(%s), or name another column with --payload-column", column,
+                       t->schema, t->table, declared, qs ? qs : t->schema, qt ? qt : t->table,
+                       qc ? qc : column, qc ? qc : column);
+        rc = -EINVAL;
+        PQfreemem(qs);
+        PQfreemem(qt);
+        PQfreemem(qc);
+        PQclear(r);
+        return rc;
+}
+
 int preflight_check_table(PGconn *c, const struct relay_config *conf, const struct table_name *t,
                           const char *const *columns, size_t ncolumns, struct preflight_table *ret_tab,
                           char *err, size_t errlen)
@@ -457,6 +527,8 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         }
         ret_tab->has_type_column = has_column(r, conf->type_column);
         PQclear(r);
+        if (rc == 0)
+                rc = check_payload_type(c, t, conf->payload_column, err, errlen);
         return rc;
 }
 

@@ -246,7 +246,9 @@ struct preflight_table {
  * topic template. Fills @ret_tab as far as it got (exists false: the table
  * is missing). Returns 0, or -EINVAL with the reason and fix in @err (the
  * table is missing, partitioned, not a table, not permanent (UNLOGGED or
- * TEMPORARY: its rows never reach the WAL), lacks a column, or the catalog
+ * TEMPORARY: its rows never reach the WAL), lacks a column, has a payload
+ * column whose type the relay cannot publish (anything but json, jsonb and
+ * the string types, through domains: bytea, uuid, ...), or the catalog
  * cannot be read).
  */
 int preflight_check_table(PGconn *c, const struct relay_config *conf, const struct table_name *t,

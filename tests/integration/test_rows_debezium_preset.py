@@ -14,7 +14,8 @@ with mvn once). If it cannot be had or does not deliver in time the test
 fails with its log; it never skips.
 
 Also what `check` and the relay's startup say about a table that lacks the
-preset's columns.
+preset's columns, or whose payload column is bytea (Debezium's choice for
+Avro or Protobuf bytes), which the relay cannot publish.
 """
 
 import json
@@ -243,3 +244,40 @@ def test_check_and_start_name_the_presets_missing_columns(case):
     code, out = run_relay(["slot", "create"] + args)
     assert code == 0, out
     assert case.pg.slot(case.slot)["plugin"] == "wal2json"
+
+
+def test_bytea_payload_fails_check_and_start(case):
+    """Debezium's table with a bytea payload (its way to carry Avro or
+    Protobuf bytes): wal2json sends bytea as \\x hex text, never JSON, so the
+    first row would stop the relay (exit 4). `check` FAILs naming the type
+    and the fix, the relay refuses to start (exit 3) and creates no slot; a
+    domain over bytea is the same; a text payload passes."""
+    case.query(DEBEZIUM_TABLE.replace("payload jsonb", "payload bytea"))
+    args = ["-d", case.dsn, "-S", case.slot, "-b", case.kafka.bootstrap, "--preset", "debezium",
+            "-t", "public.outboxevent"]
+    code, out = run_relay(["check"] + args)
+    assert code == 3, out
+    lines = {ln.split(":", 1)[0]: ln for ln in out.splitlines()}
+    table = lines.get('FAIL  table "public"."outboxevent"', "")
+    assert 'the payload column "payload" of "public"."outboxevent" is of type bytea' in table, out
+    assert ('ALTER TABLE "public"."outboxevent" ALTER COLUMN "payload" TYPE jsonb '
+            'USING convert_from("payload", \'UTF8\')::jsonb') in table, out
+    assert "Avro or Protobuf" in table and "DEBEZIUM OUTBOX LAYOUT" in table, out
+
+    code, out = run_relay(args + ["--create-slot"])
+    assert code == EXIT_ENV, out
+    assert "is of type bytea" in out, out
+    assert case.pg.slot(case.slot) is None
+
+    case.query("CREATE DOMAIN avro_bytes AS bytea; "
+               "ALTER TABLE outboxevent ALTER COLUMN payload TYPE avro_bytes")
+    code, out = run_relay(["check"] + args)
+    assert code == 3 and "is of type avro_bytes" in out and "Avro or Protobuf" in out, out
+    case.query("ALTER TABLE outboxevent ALTER COLUMN payload TYPE uuid USING NULL")
+    code, out = run_relay(["check"] + args)
+    assert code == 3 and "is of type uuid, whose text is not a JSON document" in out, out
+    assert 'TYPE jsonb USING to_jsonb("payload")' in out, out
+
+    case.query("ALTER TABLE outboxevent ALTER COLUMN payload TYPE text")
+    code, out = run_relay(["check"] + args)
+    assert 'PASS  table "public"."outboxevent"' in out, out
