@@ -254,7 +254,9 @@ static const struct opt_def opt_defs[] = {
         {"from-dead-letter", 0, OPT_FLAG, OFF(from_dead_letter), NULL, 0, 0, NULL,
          "redrive: from the dead-letter topic to each record's intended topic", OPT_CMDLINE, NULL},
         {"time-column", 0, OPT_STRING, OFF(time_column), "created_at", 0, 0, "NAME",
-         "redrive: the outbox column --since, --until and --dedup-horizon read", 0, NULL},
+         "redrive: the outbox column --since, --until and --dedup-horizon read", 0,
+         "A table without it is redriven by --work-id alone, with --yes (its rows' age is "
+         "unknown)."},
         {"dedup-horizon", 0, OPT_SECONDS, OFF(dedup_horizon_ms), "604800", 1000,
          INT64_C(315360000000), "SECONDS",
          "redrive: older records need --yes; the receivers' deduplication horizon (7 days)", 0,
