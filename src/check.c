@@ -17,6 +17,7 @@
 #include "lsn.h"
 #include "pgstream.h"
 #include "preflight.h"
+#include "slotcmd.h"
 #include "producer.h"
 #include "publication.h"
 #include "record.h"
@@ -467,6 +468,47 @@ static void check_message_prefix(struct check *ck)
                     "outbox_emit() in database \"%s\" writes prefix \"%s\": should the application "
                     "call it, the relay stops (exit 4) at that message rather than pass it over; fix "
                     "then: --message-prefix=%s", ck->set.dbname, kit, kit);
+        }
+}
+
+/*
+ * --after-slot: the slot of the consumer the relay replaces (Debezium's) is
+ * confirmed at or past the relay's slot's confirmed_flush_lsn, which before
+ * the relay's first start is its consistent point: only then may the old
+ * consumer stop without a gap that neither published.
+ */
+static void check_after_slot(struct check *ck)
+{
+        const struct relay_config *conf = ck->conf;
+        struct preflight_slot old, mine;
+        char name[96], err[1024], a[LSN_STRLEN], b[LSN_STRLEN];
+
+        if (!conf->after_slot)
+                return;
+        snprintf(name, sizeof(name), "cut-over from slot \"%s\"", conf->after_slot);
+        if (slotcmd_check_after(ck->c, conf, &old, err, sizeof(err)) < 0 ||
+            preflight_read_slot(ck->c, conf->slot, &mine, err, sizeof(err)) < 0) {
+                add(ck, CHECK_FAIL, name, "%s", err);
+                return;
+        }
+        if (!mine.exists) {
+                add(ck, CHECK_FAIL, name, "the relay's slot \"%s\" does not exist yet; fix: "
+                    "`outbox-relay slot create --after-slot=%s` while the old consumer runs",
+                    conf->slot, conf->after_slot);
+        } else if (old.confirmed_flush_lsn != LSN_INVALID &&
+                   old.confirmed_flush_lsn >= mine.confirmed_flush_lsn) {
+                add(ck, CHECK_PASS, name, "confirmed up to %s, at or past %s, where slot \"%s\" "
+                    "starts: the old consumer may stop; then start the relay and drop slot \"%s\"",
+                    lsn_format(old.confirmed_flush_lsn, a), lsn_format(mine.confirmed_flush_lsn, b),
+                    conf->slot, conf->after_slot);
+        } else {
+                add(ck, CHECK_FAIL, name, "confirmed up to %s, before %s, where slot \"%s\" starts: "
+                    "rows committed in between are published by neither if the old consumer stops "
+                    "now; fix: keep it running (%s) until it confirms past %s (Debezium confirms "
+                    "after an event or a heartbeat: heartbeat.interval.ms), then check again",
+                    lsn_format(old.confirmed_flush_lsn, a), lsn_format(mine.confirmed_flush_lsn, b),
+                    conf->slot, old.active_pid ? "it holds the slot now" : "no process holds the "
+                    "slot now: start it again", b);
         }
 }
 
@@ -1228,6 +1270,8 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                         skip(&ck, db_items[i], "no database connection");
                 if (conf->message_prefix || conf->ignore_message_prefix)
                         skip(&ck, "message prefix", "no database connection");
+                if (conf->after_slot)
+                        skip(&ck, "cut-over", "no database connection");
         } else {
                 add(&ck, CHECK_PASS, "connection", "database \"%s\" on %s:%s as \"%s\"", PQdb(ck.c),
                     PQhost(ck.c), PQport(ck.c), PQuser(ck.c));
@@ -1244,6 +1288,7 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 check_message_prefix(&ck);
                 check_slot(&ck);
                 check_failover(&ck);
+                check_after_slot(&ck);
                 check_server_limits(&ck);
                 check_idle_timeout(&ck);
         } else if (ck.c) {
@@ -1251,6 +1296,8 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                         skip(&ck, db_items[i], "the server's settings could not be read");
                 if (conf->message_prefix || conf->ignore_message_prefix)
                         skip(&ck, "message prefix", "the server's settings could not be read");
+                if (conf->after_slot)
+                        skip(&ck, "cut-over", "the server's settings could not be read");
         }
         check_kafka(&ck, db_ok);
         PQfinish(ck.c);

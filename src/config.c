@@ -97,6 +97,16 @@ static const struct opt_def opt_defs[] = {
          "create the slot if it does not exist (first start only)", 0,
          "Without it a missing slot is an error (exit 3). Rows already in the outbox when the "
          "slot is created are not published (the relay warns and counts them)."},
+        {"after-slot", 0, OPT_SLOT, OFF(after_slot), NULL, 0, 0, "SLOT",
+         "slot create and check: the slot of the consumer this relay replaces (Debezium's); "
+         "wait until it has confirmed past the new slot's consistent point", OPT_NOFILE,
+         "Rows committed before the new slot's consistent point are the old consumer's to "
+         "publish: until that slot's confirmed_flush_lsn has passed it, stopping the old "
+         "consumer loses the rows in between. slot create waits for it (--after-slot-timeout), "
+         "check FAILs until then. See outbox-relay(7), DEBEZIUM OUTBOX LAYOUT."},
+        {"after-slot-timeout", 0, OPT_SECONDS, OFF(after_slot_timeout_ms), "300", 0, 86400000,
+         "SECONDS", "slot create --after-slot: wait at most this long (0: do not wait, only say)", 0,
+         NULL},
         {"slot-create-timeout", 0, OPT_SECONDS, OFF(slot_create_timeout_ms), "300", 0, 86400000,
          "SECONDS", "give up creating the slot after this long; the server cancels it (0: wait)", 0,
          "For --create-slot and slot create. The server cancels the creation itself, so "

@@ -52,6 +52,8 @@ struct relay_config {
         bool failover;                 /* --failover: create the slot as a failover slot (17+) */
         bool create_slot;              /* --create-slot */
         int64_t slot_create_timeout_ms; /* --slot-create-timeout, given in seconds; 0: no limit */
+        const char *after_slot;        /* --after-slot: the slot of the consumer being replaced, or NULL */
+        int64_t after_slot_timeout_ms; /* --after-slot-timeout, given in seconds */
         struct table_name *tables;     /* -t, at least one after config_parse() */
         size_t ntables;
         const char *brokers;           /* -b */
