@@ -20,11 +20,14 @@ Avro or Protobuf bytes), which the relay cannot publish.
 
 import json
 import os
+import re
+import shlex
 import sys
+import threading
 import time
 import uuid
 
-from harness import EXIT_ENV, procs, run_relay
+from harness import EXIT_ENV, docs, procs, run_relay
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "bench"))
@@ -281,3 +284,59 @@ def test_bytea_payload_fails_check_and_start(case):
     case.query("ALTER TABLE outboxevent ALTER COLUMN payload TYPE text")
     code, out = run_relay(["check"] + args)
     assert 'PASS  table "public"."outboxevent"' in out, out
+
+
+def guide_cut_over_command():
+    """Step 1 of outbox-relay(7)'s "Switching from Debezium", as written: its
+    arguments after `outbox-relay`."""
+    text = docs.unescape(docs.section("outbox-relay.7", "DEBEZIUM OUTBOX LAYOUT"))
+    blocks = [b for b in re.findall(r"```\n(.*?)```", text, re.S) if "--after-slot" in b]
+    assert len(blocks) == 1, blocks
+    return shlex.split(blocks[0].replace("\\\n", " "))[1:]
+
+
+def test_cut_over_steps_as_written(case):
+    """The guide's migration steps, with a held-back logical slot standing in
+    for Debezium's (its connector confirms late, like this one) and an
+    outbox emptied by insert-then-delete: step 1 waits while the old slot is
+    behind, says when it may stop once it has caught up, and the relay
+    started as step 3 says publishes what is committed after."""
+    case.query(DEBEZIUM_TABLE)
+    old = case.slot + "_dbz"
+    case.query("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (old,))
+    try:
+        # Debezium's habit: the row is deleted as soon as it is written
+        case.query("INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload) VALUES "
+                   "(gen_random_uuid(), 'order', 'o-1', 'order_received', '{}'); "
+                   "DELETE FROM outboxevent")
+        argv = guide_cut_over_command()
+        assert argv[:2] == ["slot", "create"] and "--after-slot=debezium" in argv, argv
+        ours = {"-d": case.dsn, "-b": case.kafka.bootstrap}
+        args = [ours.get(prev, a) if prev in ours else a for prev, a in zip([""] + argv, argv)]
+        args = [a.replace("--after-slot=debezium", "--after-slot=" + old) for a in args]
+        args += ["-S", case.slot, "--topic", case.prefix + ".${aggregatetype}"]
+        result = {}
+        step1 = threading.Thread(target=lambda: result.update(
+            zip(("rc", "out"), run_relay(args, timeout=120))))
+        step1.start()
+        procs.wait_until(lambda: case.pg.slot(case.slot), 30, what="the relay's slot")
+        assert step1.is_alive(), result   # waiting for "Debezium"
+        # "Debezium" catches up
+        case.query("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (old,))
+        step1.join(120)
+        assert result["rc"] == 0 and "Stop the old consumer now" in result["out"], result
+        # step 2 stops Debezium (nothing to do here); step 3: the relay, same options
+        reader = case.reader([case.prefix + ".order"])
+        start = [a for prev, a in zip([""] + argv[2:], argv[2:])
+                 if a not in ours and prev not in ours and not a.startswith("--after-slot")]
+        assert start == ["--preset=debezium", "-t", "public.outboxevent"], start
+        relay = case.relay(*start, "--topic", case.prefix + ".${aggregatetype}", create_slot=False)
+        case.query("INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload) VALUES "
+                   "(gen_random_uuid(), 'order', 'o-2', 'order_received', '{}'); "
+                   "DELETE FROM outboxevent")
+        assert reader.read_until(lambda recs: any(r.key_text == "o-2" for r in recs), 30), \
+            case.logs()
+        assert relay.stop() == 0, relay.log
+        assert [r.key_text for r in reader.records] == ["o-2"]
+    finally:
+        case.pg.drop_slot(old)   # step 4
