@@ -313,11 +313,13 @@ FOREIGN_PREFIXES = [
     ([], None, PREFIX),                                # the kit's, and no --message-prefix at all
     ([], None, "Orders-Outbox.v2"),                    # contains "outbox", whatever the case
     ([], "billing", "billing"),                        # the kit's own prefix, however named
+    (["--plugin", "pgoutput"], None, PREFIX),          # pgoutput's messages, the same way
 ]
 
 
 @pytest.mark.parametrize("extra,kit,prefix", FOREIGN_PREFIXES,
-                         ids=["relay-billing", "no-prefix", "contains-outbox", "kit-billing"])
+                         ids=["relay-billing", "no-prefix", "contains-outbox", "kit-billing",
+                              "pgoutput"])
 def test_message_of_an_outbox_prefix_not_the_relays_stops_the_relay(case, extra, kit, prefix):
     """A transactional message that looks like an outbox's and is not the
     relay's prefix is never passed over silently: the slot would move past
