@@ -263,6 +263,11 @@ static const struct opt_def opt_defs[] = {
          OPT_CMDLINE, NULL},
         {"from-dead-letter", 0, OPT_FLAG, OFF(from_dead_letter), NULL, 0, 0, NULL,
          "redrive: from the dead-letter topic to each record's intended topic", OPT_CMDLINE, NULL},
+        {"error-code", 0, OPT_STRING, OFF(error_code), NULL, 0, 0, "CODE",
+         "redrive --from-dead-letter: only dead letters of this error code "
+         "(outbox_relay_error_code, e.g. UNKNOWN_TOPIC_OR_PART)", OPT_CMDLINE,
+         "A selection by itself, or narrows --work-id and --since. The codes are listed in "
+         "outbox-relay(7), ROWS THAT CANNOT BE PUBLISHED."},
         {"time-column", 0, OPT_STRING, OFF(time_column), "created_at", 0, 0, "NAME",
          "redrive: the outbox column --since, --until and --dedup-horizon read", 0,
          "A table without it is redriven by --work-id alone, with --yes (its rows' age is "
@@ -1689,7 +1694,7 @@ void config_usage(FILE *out)
                 "  outbox-relay slot drop --yes [OPTION]... drop the slot\n"
                 "  outbox-relay slot status [OPTION]...     the slot's positions and retained WAL\n"
                 "  outbox-relay redrive (--work-id=ID... | --since=TIME [--until=TIME] [--kind=KIND])\n"
-                "               [--from-dead-letter] [--yes] --reason=TEXT [OPTION]...\n"
+                "               [--from-dead-letter [--error-code=CODE]] [--yes] --reason=TEXT [OPTION]...\n"
                 "                                           publish outbox rows (or dead letters) again\n"
                 "\nOptions:\n");
         for (size_t i = 0; i < N_OPTS; i++) {

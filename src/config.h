@@ -110,6 +110,7 @@ struct relay_config {
         const char *since;             /* --since: TIME text (redrive_parse_time()); NULL: none */
         const char *until;             /* --until: TIME text; NULL: none */
         const char *kind;              /* --kind: the type column's (ce_type's) value; NULL: any */
+        const char *error_code;        /* --error-code: a dead letter's outbox_relay_error_code; NULL: any */
         const char *reason;            /* --reason: why, published as a header */
         const char *time_column;       /* --time-column: what --since/--until and the horizon read */
         int64_t dedup_horizon_ms;      /* --dedup-horizon, given in seconds */

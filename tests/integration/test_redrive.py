@@ -334,6 +334,15 @@ def test_from_dead_letter_once_the_topic_exists(case):
     # --kind selects on ce_type; the horizon counts for dead letters too
     rc, out = redrive(case, "--since=" + iso(start - 1000000), "--kind=missing", *dl)
     assert rc == EXIT_OK and "1 selected, 1 acknowledged" in out, out
+    # --error-code selects on outbox_relay_error_code, alone or with the rest
+    code = dead["d-missing"].header("outbox_relay_error_code")
+    rc, out = redrive(case, "--error-code=" + code, *dl)
+    assert rc == EXIT_OK and "1 selected, 1 acknowledged" in out, out
+    assert 'work ID "d-missing"' in out and "d-null-key" not in out, out
+    rc, out = redrive(case, "--work-id=d-null-key", "--error-code=" + code, *dl)
+    assert rc == EXIT_ENV and "within --since, --until, --kind and --error-code" in out, out
+    rc, out = redrive(case, "--error-code=" + code, "--reason=" + REASON)
+    assert rc == EXIT_USAGE and "--error-code selects dead letters" in out, out
     rc, out = redrive(case, "--work-id=d-missing", "--dedup-horizon=1", *dl)
     assert rc == EXIT_USAGE and "deduplication horizon (1 s, --dedup-horizon)" in out, out
 
