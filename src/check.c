@@ -1102,6 +1102,22 @@ static void check_transactions(struct check *ck, struct producer_options opts)
         producer_free(t);
 }
 
+/* Kafka is out of reach: every Kafka item after "kafka brokers" is a SKIP saying so. */
+static void skip_kafka(struct check *ck, const char *why)
+{
+        const struct relay_config *conf = ck->conf;
+        char name[320];
+
+        skip(ck, "topics", why);
+        skip(ck, "topic limits", why);
+        snprintf(name, sizeof(name), "checkpoint topic \"%s\"", conf->checkpoint_topic);
+        skip(ck, name, why);
+        snprintf(name, sizeof(name), "checkpoint of slot \"%s\"", conf->slot);
+        skip(ck, name, why);
+        if (conf->exactly_once)
+                skip(ck, "kafka transactions", why);
+}
+
 static void check_kafka(struct check *ck, bool db_ok)
 {
         const struct relay_config *conf = ck->conf;
@@ -1126,7 +1142,7 @@ static void check_kafka(struct check *ck, bool db_ok)
         r = producer_new(&opts, ignore_report, ignore_event, NULL, &p, err, sizeof(err));
         if (r < 0) {
                 add(ck, CHECK_FAIL, "kafka brokers", "%s", err);
-                skip(ck, "topics", "no Kafka producer");
+                skip_kafka(ck, "no Kafka producer");
                 free(props);
                 return;
         }
@@ -1137,7 +1153,7 @@ static void check_kafka(struct check *ck, bool db_ok)
                     "%d s: %s%s", conf->brokers, PREFLIGHT_PROBE_TIMEOUT_MS / 1000, err,
                     r == -EACCES ? "" : "; fix: check --brokers, the -X security settings and that the "
                     "brokers are up");
-                skip(ck, "topics", "no Kafka broker reachable");
+                skip_kafka(ck, "no Kafka broker reachable");
                 producer_free(p);
                 free(props);
                 return;
