@@ -203,18 +203,8 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                                     cr.existing_rows > 1000000 ? "over " : "",
                                     cr.existing_rows > 1000000 ? 1000000LL
                                                                : (long long)cr.existing_rows);
-                if (cr.other_slots[0])
-                        log_warning("database \"%s\" has other logical slots (%s): if one of them "
-                                    "publishes this outbox (Debezium), rows committed before %s that "
-                                    "it has not confirmed when it stops are published by neither, "
-                                    "whatever the outbox holds%s; create the slot with "
-                                    "--after-slot=SLOT instead (drop this one first), or run `outbox-relay "
-                                    "check --after-slot=SLOT` before stopping it (outbox-relay(7), "
-                                    "DEBEZIUM OUTBOX LAYOUT)", cr.database, cr.other_slots, a,
-                                    cr.existing_rows == 0 && cr.inserted_rows > 0 ?
-                                    " (it is empty, yet rows were inserted into it: its writers or "
-                                    "its consumer delete them, so its row count says nothing about "
-                                    "what is pending)" : "");
+                if (cr.other_consumers[0])
+                        log_warning("%s", cr.other_consumers);
                 return RELAY_EXIT_OK;
         case CMD_SLOT_DROP:
                 r = slotcmd_drop(conf, err, sizeof(err));

@@ -604,20 +604,70 @@ int preflight_existing_rows(PGconn *c, const struct table_name *t, int64_t *ret_
         return rc;
 }
 
-static void warn_existing_rows(PGconn *c, const struct relay_config *conf)
+void preflight_other_consumers(PGconn *c, const struct relay_config *conf, int64_t existing_rows,
+                               uint64_t consistent_lsn, char *buf, size_t size)
 {
-        char err[256];
+        const char *params[1] = {conf->slot};
+        char slots[512] = "", a[LSN_STRLEN];
+        int64_t inserted = 0;
+        size_t o = 0;
+        PGresult *r;
+
+        if (size)
+                buf[0] = '\0';
+        r = query(c, "SELECT slot_name FROM pg_catalog.pg_replication_slots WHERE slot_type = 'logical' "
+                  "AND database = pg_catalog.current_database() AND slot_name <> $1 AND NOT temporary "
+                  "ORDER BY slot_name", 1, params);
+        for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++) {
+                if (conf->after_slot && strcmp(PQgetvalue(r, i, 0), conf->after_slot) == 0)
+                        continue;
+                if (o < sizeof(slots))
+                        o += (size_t)snprintf(slots + o, sizeof(slots) - o, "%s\"%s\"", o ? ", " : "",
+                                              PQgetvalue(r, i, 0));
+        }
+        PQclear(r);
+        if (!slots[0])
+                return;
+        for (size_t i = 0; i < conf->ntables; i++) {
+                const char *p[2] = {conf->tables[i].schema, conf->tables[i].table};
+
+                r = query(c, "SELECT n_tup_ins FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1 "
+                          "AND relname = $2", 2, p);
+                if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+                        inserted += strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+                PQclear(r);
+        }
+        snprintf(buf, size, "database \"%s\" has other logical slots (%s): if one of them publishes this "
+                 "outbox (Debezium), rows committed before %s that it has not confirmed when it stops "
+                 "are published by neither, whatever the outbox holds%s; create the slot with "
+                 "--after-slot=SLOT instead (drop this one first), or run `outbox-relay check "
+                 "--after-slot=SLOT` before stopping it (outbox-relay(7), DEBEZIUM OUTBOX LAYOUT)",
+                 PQdb(c), slots, lsn_format(consistent_lsn, a),
+                 existing_rows == 0 && inserted > 0 ? " (it is empty, yet rows were inserted into it: "
+                 "its writers or its consumer delete them, so its row count says nothing about what "
+                 "is pending)" : "");
+}
+
+static void warn_existing_rows(PGconn *c, const struct relay_config *conf, uint64_t consistent_lsn)
+{
+        char err[256], others[1536];
+        int64_t total = 0;
 
         for (size_t i = 0; i < conf->ntables; i++) {
                 int64_t n;
 
-                if (preflight_existing_rows(c, &conf->tables[i], &n, err, sizeof(err)) == 0 && n > 0)
-                        log_warning("table \"%s\".\"%s\" already holds %s%lld rows: they were committed "
-                                    "before the slot existed and will not be published; publish "
-                                    "them by other means if they are still pending",
-                                    conf->tables[i].schema, conf->tables[i].table,
-                                    n > 1000000 ? "over " : "", n > 1000000 ? 1000000LL : (long long)n);
+                if (preflight_existing_rows(c, &conf->tables[i], &n, err, sizeof(err)) < 0 || n == 0)
+                        continue;
+                total += n;
+                log_warning("table \"%s\".\"%s\" already holds %s%lld rows: they were committed "
+                            "before the slot existed and will not be published; publish "
+                            "them by other means if they are still pending",
+                            conf->tables[i].schema, conf->tables[i].table,
+                            n > 1000000 ? "over " : "", n > 1000000 ? 1000000LL : (long long)n);
         }
+        preflight_other_consumers(c, conf, total, consistent_lsn, others, sizeof(others));
+        if (others[0])
+                log_warning("%s", others);
 }
 
 static uint64_t get_lsn(const PGresult *r, int col)
@@ -1067,7 +1117,7 @@ static int check_slot(PGconn *c, const struct relay_config *conf, const struct p
                 log_info("created replication slot \"%s\" with plugin %s%s at consistent point %s", conf->slot,
                          plugin, conf->failover ? " as a failover slot" : "",
                          lsn_format(lsn, (char[LSN_STRLEN]){0}));
-                warn_existing_rows(c, conf);
+                warn_existing_rows(c, conf, lsn);
                 rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
                 if (rc < 0)
                         return rc;

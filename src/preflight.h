@@ -83,6 +83,20 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
 void preflight_result_release(struct preflight_result *res);
 
 /*
+ * preflight_other_consumers() - after creating @conf's slot at
+ * @consistent_lsn (LSN) over @c: when the database has other logical slots
+ * (but --after-slot's), a warning naming them in @buf (@size bytes): one of
+ * them may be a consumer being replaced (Debezium) whose unconfirmed rows
+ * committed before @consistent_lsn nobody will publish, which the count of
+ * rows already in the outbox (@existing_rows) cannot show when that
+ * consumer's rows are deleted as they are written (said when the tables are
+ * empty but pg_stat_user_tables.n_tup_ins is not). Leaves "" when there are
+ * none or they cannot be read (best effort). Never fails.
+ */
+void preflight_other_consumers(PGconn *c, const struct relay_config *conf, int64_t existing_rows,
+                               uint64_t consistent_lsn, char *buf, size_t size);
+
+/*
  * preflight_kit_prefix() - the prefix outbox_emit() of sql/outbox.sql writes
  * in this database: outbox_message_prefix() (found through the search path,
  * as the application calls it). Copies it into @ret_prefix (@size bytes,

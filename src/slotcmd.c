@@ -200,44 +200,6 @@ static int slot_publication(PGconn *c, const struct relay_config *conf, struct s
         return rc < 0 ? -EINVAL : 0;
 }
 
-/*
- * What else may publish the outbox: the other logical slots of the database
- * and how many rows the tables have ever had inserted (n_tup_ins), which a
- * consumer that deletes what it inserts (Debezium's insert-then-delete) keeps
- * from the row count. Best effort: left empty or -1 when unreadable.
- */
-static void consumers(PGconn *c, const struct relay_config *conf, struct slotcmd_created *cr)
-{
-        const char *params[1] = {conf->slot};
-        size_t o = 0;
-        PGresult *r;
-
-        cr->inserted_rows = -1;
-        r = PQexecParams(c, "SELECT slot_name FROM pg_catalog.pg_replication_slots WHERE slot_type = "
-                         "'logical' AND database = pg_catalog.current_database() AND slot_name <> $1 "
-                         "AND NOT temporary ORDER BY slot_name", 1, NULL, params, NULL, NULL, 0);
-        for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++) {
-                if (conf->after_slot && strcmp(PQgetvalue(r, i, 0), conf->after_slot) == 0)
-                        continue;
-                if (o < sizeof(cr->other_slots))
-                        o += (size_t)snprintf(cr->other_slots + o, sizeof(cr->other_slots) - o,
-                                              "%s\"%s\"", o ? ", " : "", PQgetvalue(r, i, 0));
-        }
-        PQclear(r);
-        for (size_t i = 0; i < conf->ntables; i++) {
-                const char *p[2] = {conf->tables[i].schema, conf->tables[i].table};
-
-                r = PQexecParams(c, "SELECT n_tup_ins FROM pg_catalog.pg_stat_user_tables WHERE "
-                                 "schemaname = $1 AND relname = $2", 2, NULL, p, NULL, NULL, 0);
-                if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-                        if (cr->inserted_rows < 0)
-                                cr->inserted_rows = 0;
-                        cr->inserted_rows += strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-                }
-                PQclear(r);
-        }
-}
-
 int slotcmd_check_after(PGconn *c, const struct relay_config *conf, struct preflight_slot *ret_slot,
                         char *err, size_t errlen)
 {
@@ -403,7 +365,8 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
                 if (preflight_existing_rows(c, &conf->tables[i], &n, ignored, sizeof(ignored)) == 0)
                         cr.existing_rows += n;
         }
-        consumers(c, conf, &cr);
+        preflight_other_consumers(c, conf, cr.existing_rows, cr.consistent_lsn, cr.other_consumers,
+                                  sizeof(cr.other_consumers));
         *ret_created = cr;
 out:
         PQfinish(c);

@@ -69,10 +69,7 @@ struct slotcmd_created {
         char plugin[16];           /* "wal2json" or "pgoutput" */
         char why[1200];            /* why that plugin (preflight_choose_plugin()) */
         bool publication_created;  /* pgoutput: the publication was created first */
-        int64_t inserted_rows;     /* pg_stat_user_tables.n_tup_ins of those tables (since the
-                                    * statistics were reset); -1 if unknown */
-        char other_slots[512];     /* other logical slots of the database, '"a", "b"'; "" if none
-                                    * (without --after-slot, which names the one replaced) */
+        char other_consumers[1536]; /* preflight_other_consumers()'s warning, "" if none */
 };
 
 /*

@@ -280,7 +280,7 @@ def test_create_warns_of_another_consumer_that_deletes_its_rows(case):
     """Debezium's insert-then-delete leaves the outbox empty, so the count of
     rows already there cannot warn of anything: `slot create` without
     --after-slot names the database's other logical slots instead, and says
-    the empty table means nothing."""
+    the empty table means nothing; so does the relay's own --create-slot."""
     old = lagging_slot(case)
     try:
         case.query("INSERT INTO outbox (work_id, kind, payload) VALUES ('x', 'k', '{}'); "
@@ -292,5 +292,11 @@ def test_create_warns_of_another_consumer_that_deletes_its_rows(case):
         assert "already holds" not in out, out
         assert 'has other logical slots ("%s")' % old in out, out
         assert "it is empty, yet rows were inserted into it" in out and "--after-slot" in out, out
+        # the relay's own --create-slot says the same
+        assert case.pg.drop_slot(case.slot)
+        relay = case.relay()
+        assert 'has other logical slots ("%s")' % old in relay.log, relay.log
+        assert "it is empty, yet rows were inserted into it" in relay.log, relay.log
+        assert relay.stop() == EXIT_OK, relay.log
     finally:
         case.pg.drop_slot(old)
