@@ -1523,6 +1523,13 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                 r = -EINVAL;
                 goto fail;
         }
+        if (conf.message_prefix && conf.ignore_message_prefix &&
+            strcmp(conf.message_prefix, conf.ignore_message_prefix) == 0) {
+                set_err(err, errlen, "--message-prefix and --ignore-message-prefix name the same prefix "
+                        "\"%s\": a prefix is published or passed over, choose one", conf.message_prefix);
+                r = -EINVAL;
+                goto fail;
+        }
         free(args);
         *ret_conf = conf;
         return 0;
