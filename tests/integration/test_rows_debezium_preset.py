@@ -340,3 +340,63 @@ def test_cut_over_steps_as_written(case):
         assert [r.key_text for r in reader.records] == ["o-2"]
     finally:
         case.pg.drop_slot(old)   # step 4
+
+
+def test_cut_over_from_a_running_debezium_loses_no_row(case):
+    """The cut-over with the real thing, the application writing the whole
+    time (and deleting each row as it writes it, Debezium's habit): slot
+    create --after-slot waits until Debezium's slot has confirmed past the
+    relay's consistent point, Debezium is stopped only then, the relay
+    started after it. Every row written reaches Kafka from one or the
+    other (some from both: consumers deduplicate on id)."""
+    case.query(DEBEZIUM_TABLE)
+    kind = case.prefix + "-Order"
+    dbz_slot = "dbz_" + case.slot
+    worker = start_debezium(case, dbz_slot)
+    reader = case.reader(topics=["^outbox\\.event\\.%s" % kind.replace("-", "\\-")])
+    written, stop = [], threading.Event()
+
+    def write():
+        conn = case.connect(autocommit=True)
+        cur = conn.cursor()
+        while not stop.is_set():
+            i = str(uuid.uuid4())
+            cur.execute("BEGIN; INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, "
+                        "payload) VALUES (%s, %s, 'order-1', 'OrderCreated', '{}'); DELETE FROM "
+                        "outboxevent WHERE id = %s; COMMIT", (i, kind, i))
+            written.append(i)
+            stop.wait(0.02)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    relay = None
+    try:
+        # Debezium streams
+        assert reader.read_until(lambda recs: bool(recs) or not worker.alive, DEBEZIUM_DEADLINE_S), \
+            worker.log_tail()
+        assert worker.alive, worker.log_tail()
+        t0 = time.monotonic()
+        rc, out = run_relay(["slot", "create", "-d", case.dsn, "-S", case.slot, "-b",
+                             case.kafka.bootstrap, "--preset", "debezium", "-t",
+                             "public.outboxevent", "--after-slot=" + dbz_slot,
+                             "--after-slot-timeout=60"], timeout=90)
+        waited = time.monotonic() - t0
+        assert rc == 0 and "Stop the old consumer now" in out, (out, worker.log_tail())
+        worker.stop()
+        relay = start_relay(case)
+        n = len(written)
+        procs.wait_until(lambda: len(written) >= n + 20, 30, what="rows after the relay's start")
+        stop.set()
+        writer.join(10)
+        assert reader.read_until(lambda recs: set(written) <= {
+            r.header("id") for r in recs}, 60), (
+            "rows published by neither: %s\n%s" % (
+                sorted(set(written) - {r.header("id") for r in reader.records})[:10], case.logs()))
+        case.metric("debezium_cut_over_wait_s", "%.1f" % waited, "s")
+        assert relay.stop() == 0, relay.log
+    finally:
+        stop.set()
+        writer.join(10)
+        if worker.alive:
+            worker.stop()
+        drop_slot_when_idle(case, dbz_slot)
