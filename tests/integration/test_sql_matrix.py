@@ -191,6 +191,9 @@ def assert_check(server, rc, out, items, slot_status, slot_words, wal2json):
                                             "'output_plugin_libraries'") else
                            "every installed plugin is allowed; the relay streams with wal2json"),
         "wal2json": wal2json,
+        # sql/outbox.sql's outbox_emit() and the relay's prefix (none): named, not a failure
+        "message prefix": ("PASS", 'none published (no --message-prefix); outbox_emit() in '
+                           'database "%s" writes prefix "outbox"' % DB),
         "slot": (slot_status, slot_words),
         "synchronous_standby_names": ("PASS", "empty: does not name this relay"),
         "max_slot_wal_keep_size": ("WARN", "-1 (unlimited)"),
