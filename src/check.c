@@ -477,6 +477,14 @@ static void check_message_prefix(struct check *ck)
  * the relay's first start is its consistent point: only then may the old
  * consumer stop without a gap that neither published.
  */
+static void skip_after_slot(struct check *ck, const char *why)
+{
+        char name[96];
+
+        snprintf(name, sizeof(name), "cut-over from slot \"%s\"", ck->conf->after_slot);
+        skip(ck, name, why);
+}
+
 static void check_after_slot(struct check *ck)
 {
         const struct relay_config *conf = ck->conf;
@@ -1287,7 +1295,7 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 if (conf->message_prefix || conf->ignore_message_prefix)
                         skip(&ck, "message prefix", "no database connection");
                 if (conf->after_slot)
-                        skip(&ck, "cut-over", "no database connection");
+                        skip_after_slot(&ck, "no database connection");
         } else {
                 add(&ck, CHECK_PASS, "connection", "database \"%s\" on %s:%s as \"%s\"", PQdb(ck.c),
                     PQhost(ck.c), PQport(ck.c), PQuser(ck.c));
@@ -1313,7 +1321,7 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 if (conf->message_prefix || conf->ignore_message_prefix)
                         skip(&ck, "message prefix", "the server's settings could not be read");
                 if (conf->after_slot)
-                        skip(&ck, "cut-over", "the server's settings could not be read");
+                        skip_after_slot(&ck, "the server's settings could not be read");
         }
         check_kafka(&ck, db_ok);
         PQfinish(ck.c);
