@@ -17,6 +17,7 @@
 #include "lsn.h"
 #include "pgstream.h"
 #include "preflight.h"
+#include "slotcmd.h"
 #include "producer.h"
 #include "publication.h"
 #include "record.h"
@@ -425,101 +426,98 @@ static void check_replication_connection(struct check *ck)
         pgstream_free(s);
 }
 
-/* Whether outbox_emit() of sql/outbox.sql is in this database and writes @prefix; words in @buf. */
-static enum check_status emit_prefix(struct check *ck, const char *prefix, char *buf, size_t size)
-{
-        enum check_status st = CHECK_WARN;
-        PGresult *r = PQexec(ck->c, "SELECT pg_catalog.to_regprocedure('outbox_message_prefix()') "
-                                    "IS NOT NULL");
-
-        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-                snprintf(buf, size, "; cannot tell whether outbox_emit() is installed: %s",
-                         PQerrorMessage(ck->c));
-        } else if (strcmp(PQgetvalue(r, 0, 0), "t") != 0) {
-                snprintf(buf, size, "; outbox_emit() of sql/outbox.sql is not in database \"%s\" (or "
-                         "not on the search path): nothing writes these messages unless the "
-                         "application emits envelopes itself; fix: psql -v message_prefix=%s -f "
-                         "sql/outbox.sql", ck->set.dbname, prefix);
-        } else {
-                PQclear(r);
-                r = PQexec(ck->c, "SELECT outbox_message_prefix()");
-                if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-                        snprintf(buf, size, "; cannot read outbox_message_prefix(): %s",
-                                 PQerrorMessage(ck->c));
-                else if (strcmp(PQgetvalue(r, 0, 0), prefix) != 0)
-                        snprintf(buf, size, "; but outbox_emit() in this database writes prefix "
-                                 "\"%s\", which this relay does not publish; fix: --message-prefix=%s, "
-                                 "or load sql/outbox.sql with -v message_prefix=%s", PQgetvalue(r, 0, 0),
-                                 PQgetvalue(r, 0, 0), prefix);
-                else {
-                        snprintf(buf, size, "; outbox_emit() writes it");
-                        st = CHECK_PASS;
-                }
-        }
-        PQclear(r);
-        return st;
-}
-
 /*
- * --message-prefix: the server's wal2json takes add-msg-prefixes (wal2json
- * 2.0 and later: an output plugin refuses an option it does not know in its
- * startup callback, "option ... is unknown"), probed by peeking at a new
- * temporary slot with the option, which runs that callback and decodes
- * nothing (up to the slot's own consistent point); then whether
- * outbox_emit() writes that prefix.
+ * --message-prefix and --ignore-message-prefix against the prefix
+ * outbox_emit() of sql/outbox.sql writes in this database
+ * (preflight_kit_prefix()). A prefix the kit writes and the relay does not
+ * publish FAILs: each such message would stop the relay (exit 4,
+ * relay_row.c), or with --ignore-message-prefix be passed over unpublished
+ * (WARN). Without either option and without the kit there is no item.
  */
 static void check_message_prefix(struct check *ck)
 {
-        const char *prefix = ck->conf->message_prefix;
-        char slot[64], err[1024], state[6] = "", words[600], lsn[LSN_STRLEN], sql[128];
-        const char *params[3] = {slot, lsn, prefix};
-        enum check_status verdict;
-        PGresult *res;
-        uint64_t at;
+        const char *prefix = ck->conf->message_prefix, *ignore = ck->conf->ignore_message_prefix;
+        char kit[CONFIG_MESSAGE_PREFIX_MAX + 1], err[1024];
         int r;
 
-        if (!prefix)
-                return;
-        if (strcmp(ck->set.wal_level, "logical") != 0 || !(ck->set.rolreplication || ck->set.rolsuper)) {
-                skip(ck, "message prefix", "needs wal_level logical and a role with REPLICATION");
-                return;
-        }
-        if (strcmp(ck->plugin, "pgoutput") == 0) {
-                /* pgoutput's messages option: PostgreSQL 14+, the oldest the relay supports. */
-                verdict = emit_prefix(ck, prefix, words, sizeof(words));
-                add(ck, verdict, "message prefix", "\"%s\": pgoutput sends logical messages (its messages "
-                    "option), those of every prefix, and the relay publishes the transactional ones with "
-                    "this prefix; non-transactional ones are counted and never published%s", prefix, words);
-                return;
-        }
-        snprintf(slot, sizeof(slot), "outbox_relay_check_msg_%ld", (long)getpid());
-        r = preflight_create_slot(ck->c, slot, "wal2json", true, false, PREFLIGHT_PROBE_TIMEOUT_MS, &at,
-                                  err, sizeof(err), state);
+        r = preflight_kit_prefix(ck->c, kit, sizeof(kit), err, sizeof(err));
         if (r < 0) {
-                add(ck, CHECK_SKIP, "message prefix", "cannot probe add-msg-prefixes without a "
-                    "temporary wal2json slot (see the wal2json item): %s", err);
+                add(ck, CHECK_WARN, "message prefix", "%s", err);
+        } else if (r == 0) {
+                if (prefix)
+                        add(ck, CHECK_WARN, "message prefix", "\"%s\": outbox_emit() of sql/outbox.sql "
+                            "is not in database \"%s\" (or not on the search path): nothing writes these "
+                            "messages unless the application emits envelopes itself; fix: psql -v "
+                            "message_prefix=%s -f sql/outbox.sql", prefix, ck->set.dbname, prefix);
+        } else if (prefix && strcmp(kit, prefix) == 0) {
+                add(ck, CHECK_PASS, "message prefix", "\"%s\": outbox_emit() writes it; transactional "
+                    "messages of it are published, non-transactional ones counted and never "
+                    "published", prefix);
+        } else if (ignore && strcmp(kit, ignore) == 0) {
+                add(ck, CHECK_WARN, "message prefix", "outbox_emit() in database \"%s\" writes prefix "
+                    "\"%s\", which this relay passes over unpublished (--ignore-message-prefix): "
+                    "nothing the application writes with outbox_emit() reaches Kafka; fix, if it "
+                    "should: --message-prefix=%s instead", ck->set.dbname, kit, kit);
+        } else if (prefix) {
+                add(ck, CHECK_FAIL, "message prefix", "outbox_emit() in database \"%s\" writes prefix "
+                    "\"%s\", but this relay publishes \"%s\": it would stop (exit 4) at the first "
+                    "message outbox_emit() writes; fix: --message-prefix=%s, or load sql/outbox.sql "
+                    "with -v message_prefix=%s", ck->set.dbname, kit, prefix, kit, prefix);
+        } else {
+                add(ck, CHECK_PASS, "message prefix", "none published (no --message-prefix); "
+                    "outbox_emit() in database \"%s\" writes prefix \"%s\": should the application "
+                    "call it, the relay stops (exit 4) at that message rather than pass it over; fix "
+                    "then: --message-prefix=%s", ck->set.dbname, kit, kit);
+        }
+}
+
+/*
+ * --after-slot: the slot of the consumer the relay replaces (Debezium's) is
+ * confirmed at or past the relay's slot's confirmed_flush_lsn, which before
+ * the relay's first start is its consistent point: only then may the old
+ * consumer stop without a gap that neither published.
+ */
+static void skip_after_slot(struct check *ck, const char *why)
+{
+        char name[96];
+
+        snprintf(name, sizeof(name), "cut-over from slot \"%s\"", ck->conf->after_slot);
+        skip(ck, name, why);
+}
+
+static void check_after_slot(struct check *ck)
+{
+        const struct relay_config *conf = ck->conf;
+        struct preflight_slot old, mine;
+        char name[96], err[1024], a[LSN_STRLEN], b[LSN_STRLEN];
+
+        if (!conf->after_slot)
+                return;
+        snprintf(name, sizeof(name), "cut-over from slot \"%s\"", conf->after_slot);
+        if (slotcmd_check_after(ck->c, conf, &old, err, sizeof(err)) < 0 ||
+            preflight_read_slot(ck->c, conf->slot, &mine, err, sizeof(err)) < 0) {
+                add(ck, CHECK_FAIL, name, "%s", err);
                 return;
         }
-        lsn_format(at, lsn);
-        res = PQexecParams(ck->c, "SELECT count(*) FROM pg_catalog.pg_logical_slot_peek_changes($1, "
-                           "$2::pg_catalog.pg_lsn, NULL, 'format-version', '2', 'add-msg-prefixes', $3)",
-                           3, NULL, params, NULL, NULL, 0);
-        r = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -1;
-        snprintf(err, sizeof(err), "%s", PQerrorMessage(ck->c));
-        PQclear(res);
-        snprintf(sql, sizeof(sql), "SELECT pg_drop_replication_slot('%s')", slot);
-        PQclear(PQexec(ck->c, sql));
-        if (r < 0) {
-                add(ck, CHECK_FAIL, "message prefix", "the server's wal2json refused add-msg-prefixes=%s: "
-                    "%s; without it the relay cannot have the walsender send only these messages; fix: "
-                    "wal2json 2.0 or later where PostgreSQL runs (Debian and Ubuntu: apt-get install "
-                    "postgresql-%d-wal2json)", prefix, err, ck->set.server_version_num / 10000);
-                return;
+        if (!mine.exists) {
+                add(ck, CHECK_FAIL, name, "the relay's slot \"%s\" does not exist yet; fix: "
+                    "`outbox-relay slot create --after-slot=%s` while the old consumer runs",
+                    conf->slot, conf->after_slot);
+        } else if (old.confirmed_flush_lsn != LSN_INVALID &&
+                   old.confirmed_flush_lsn >= mine.confirmed_flush_lsn) {
+                add(ck, CHECK_PASS, name, "confirmed up to %s, at or past %s, where slot \"%s\" "
+                    "starts: the old consumer may stop; then start the relay and drop slot \"%s\"",
+                    lsn_format(old.confirmed_flush_lsn, a), lsn_format(mine.confirmed_flush_lsn, b),
+                    conf->slot, conf->after_slot);
+        } else {
+                add(ck, CHECK_FAIL, name, "confirmed up to %s, before %s, where slot \"%s\" starts: "
+                    "rows committed in between are published by neither if the old consumer stops "
+                    "now; fix: keep it running (%s) until it confirms past %s (Debezium confirms "
+                    "after an event or a heartbeat: heartbeat.interval.ms), then check again",
+                    lsn_format(old.confirmed_flush_lsn, a), lsn_format(mine.confirmed_flush_lsn, b),
+                    conf->slot, old.active_pid ? "it holds the slot now" : "no process holds the "
+                    "slot now: start it again", b);
         }
-        verdict = emit_prefix(ck, prefix, words, sizeof(words));
-        add(ck, verdict, "message prefix", "\"%s\": wal2json takes add-msg-prefixes, so the walsender "
-            "sends only messages with this prefix; transactional ones are published, "
-            "non-transactional ones counted and never published%s", prefix, words);
 }
 
 static void check_slot(struct check *ck)
@@ -1112,6 +1110,22 @@ static void check_transactions(struct check *ck, struct producer_options opts)
         producer_free(t);
 }
 
+/* Kafka is out of reach: every Kafka item after "kafka brokers" is a SKIP saying so. */
+static void skip_kafka(struct check *ck, const char *why)
+{
+        const struct relay_config *conf = ck->conf;
+        char name[320];
+
+        skip(ck, "topics", why);
+        skip(ck, "topic limits", why);
+        snprintf(name, sizeof(name), "checkpoint topic \"%s\"", conf->checkpoint_topic);
+        skip(ck, name, why);
+        snprintf(name, sizeof(name), "checkpoint of slot \"%s\"", conf->slot);
+        skip(ck, name, why);
+        if (conf->exactly_once)
+                skip(ck, "kafka transactions", why);
+}
+
 static void check_kafka(struct check *ck, bool db_ok)
 {
         const struct relay_config *conf = ck->conf;
@@ -1136,7 +1150,7 @@ static void check_kafka(struct check *ck, bool db_ok)
         r = producer_new(&opts, ignore_report, ignore_event, NULL, &p, err, sizeof(err));
         if (r < 0) {
                 add(ck, CHECK_FAIL, "kafka brokers", "%s", err);
-                skip(ck, "topics", "no Kafka producer");
+                skip_kafka(ck, "no Kafka producer");
                 free(props);
                 return;
         }
@@ -1147,7 +1161,7 @@ static void check_kafka(struct check *ck, bool db_ok)
                     "%d s: %s%s", conf->brokers, PREFLIGHT_PROBE_TIMEOUT_MS / 1000, err,
                     r == -EACCES ? "" : "; fix: check --brokers, the -X security settings and that the "
                     "brokers are up");
-                skip(ck, "topics", "no Kafka broker reachable");
+                skip_kafka(ck, "no Kafka broker reachable");
                 producer_free(p);
                 free(props);
                 return;
@@ -1278,8 +1292,10 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 add(&ck, CHECK_FAIL, "connection", "%s", cerr);
                 for (size_t i = 0; i < sizeof(db_items) / sizeof(db_items[0]); i++)
                         skip(&ck, db_items[i], "no database connection");
-                if (conf->message_prefix)
+                if (conf->message_prefix || conf->ignore_message_prefix)
                         skip(&ck, "message prefix", "no database connection");
+                if (conf->after_slot)
+                        skip_after_slot(&ck, "no database connection");
         } else {
                 add(&ck, CHECK_PASS, "connection", "database \"%s\" on %s:%s as \"%s\"", PQdb(ck.c),
                     PQhost(ck.c), PQport(ck.c), PQuser(ck.c));
@@ -1296,13 +1312,16 @@ int check_run(const struct relay_config *conf, struct check_report *ret_report, 
                 check_message_prefix(&ck);
                 check_slot(&ck);
                 check_failover(&ck);
+                check_after_slot(&ck);
                 check_server_limits(&ck);
                 check_idle_timeout(&ck);
         } else if (ck.c) {
                 for (size_t i = 4; i < sizeof(db_items) / sizeof(db_items[0]); i++)
                         skip(&ck, db_items[i], "the server's settings could not be read");
-                if (conf->message_prefix)
+                if (conf->message_prefix || conf->ignore_message_prefix)
                         skip(&ck, "message prefix", "the server's settings could not be read");
+                if (conf->after_slot)
+                        skip_after_slot(&ck, "the server's settings could not be read");
         }
         check_kafka(&ck, db_ok);
         PQfinish(ck.c);

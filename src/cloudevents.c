@@ -145,7 +145,9 @@ size_t ce_record_headers(const struct outbox_row *row, const char *source, const
         h[nh++] = (struct producer_header){"ce_source", source, strlen(source)};
         if (time_text)
                 h[nh++] = (struct producer_header){"ce_time", time_text, strlen(time_text)};
-        h[nh++] = (struct producer_header){"content-type", "application/json", 16};
+        /* A tombstone (NULL payload, --null-payload=tombstone) has no data to describe. */
+        if (row->payload && !row->payload->is_null)
+                h[nh++] = (struct producer_header){"content-type", "application/json", 16};
         if (lsn_text)
                 h[nh++] = (struct producer_header){"ce_pglsn", lsn_text, strlen(lsn_text)};
         if (xid_text)

@@ -59,7 +59,8 @@ const char *ce_table_of_source(const char *source, char *buf, size_t size);
  * ce_record_headers() - the Kafka headers of @row's record, in the order every
  * record of the relay carries them (outbox-relay(7), "The Kafka record"): ce_specversion,
  * ce_id, ce_type (when the row has one), ce_source (@source, from
- * ce_format_source()), ce_time (@time_text, RFC 3339), content-type, ce_pglsn
+ * ce_format_source()), ce_time (@time_text, RFC 3339), content-type (not for a
+ * NULL payload, a tombstone: CloudEvents' datacontenttype describes data), ce_pglsn
  * (@lsn_text, the commit's LSN) and ce_pgxid (@xid_text), then the row's
  * extra headers (@row->headers). @time_text, @lsn_text and @xid_text may be
  * NULL: the header is left out (a redrive knows no LSN). Everything written

@@ -97,6 +97,16 @@ static const struct opt_def opt_defs[] = {
          "create the slot if it does not exist (first start only)", 0,
          "Without it a missing slot is an error (exit 3). Rows already in the outbox when the "
          "slot is created are not published (the relay warns and counts them)."},
+        {"after-slot", 0, OPT_SLOT, OFF(after_slot), NULL, 0, 0, "SLOT",
+         "slot create and check: the slot of the consumer this relay replaces (Debezium's); "
+         "wait until it has confirmed past the new slot's consistent point", OPT_NOFILE,
+         "Rows committed before the new slot's consistent point are the old consumer's to "
+         "publish: until that slot's confirmed_flush_lsn has passed it, stopping the old "
+         "consumer loses the rows in between. slot create waits for it (--after-slot-timeout), "
+         "check FAILs until then. See outbox-relay(7), DEBEZIUM OUTBOX LAYOUT."},
+        {"after-slot-timeout", 0, OPT_SECONDS, OFF(after_slot_timeout_ms), "300", 0, 86400000,
+         "SECONDS", "slot create --after-slot: wait at most this long (0: do not wait, only say)", 0,
+         NULL},
         {"slot-create-timeout", 0, OPT_SECONDS, OFF(slot_create_timeout_ms), "300", 0, 86400000,
          "SECONDS", "give up creating the slot after this long; the server cancels it (0: wait)", 0,
          "For --create-slot and slot create. The server cancels the creation itself, so "
@@ -137,6 +147,13 @@ static const struct opt_def opt_defs[] = {
          "also publish transactional logical messages with this prefix (outbox_emit())", 0,
          "The message stands for a row and is published as one. See outbox-relay(7), AN OUTBOX"
          " WITH NO TABLE."},
+        {"ignore-message-prefix", 0, OPT_PREFIX, OFF(ignore_message_prefix), NULL, 0, 0, "PREFIX",
+         "pass over transactional logical messages with this prefix, which looks like an outbox's "
+         "but is not this relay's", 0,
+         "Without it a transactional message whose prefix contains \"outbox\" (any case) or is "
+         "the one outbox_emit() of sql/outbox.sql writes, other than --message-prefix, stops the "
+         "relay (exit 4) before anything past it is confirmed. See outbox-relay(7), AN OUTBOX WITH "
+         "NO TABLE."},
         {"kafka-property", 'X', OPT_PROP, 0, NULL, 0, 0, "NAME=VALUE",
          "librdkafka property; repeatable", OPT_NOENV,
          "Passed to librdkafka as it is (-X security.protocol=SSL); enable.idempotence=false, "
@@ -246,8 +263,15 @@ static const struct opt_def opt_defs[] = {
          OPT_CMDLINE, NULL},
         {"from-dead-letter", 0, OPT_FLAG, OFF(from_dead_letter), NULL, 0, 0, NULL,
          "redrive: from the dead-letter topic to each record's intended topic", OPT_CMDLINE, NULL},
+        {"error-code", 0, OPT_STRING, OFF(error_code), NULL, 0, 0, "CODE",
+         "redrive --from-dead-letter: only dead letters of this error code "
+         "(outbox_relay_error_code, e.g. UNKNOWN_TOPIC_OR_PART)", OPT_CMDLINE,
+         "A selection by itself, or narrows --work-id and --since. The codes are listed in "
+         "outbox-relay(7), ROWS THAT CANNOT BE PUBLISHED."},
         {"time-column", 0, OPT_STRING, OFF(time_column), "created_at", 0, 0, "NAME",
-         "redrive: the outbox column --since, --until and --dedup-horizon read", 0, NULL},
+         "redrive: the outbox column --since, --until and --dedup-horizon read", 0,
+         "A table without it is redriven by --work-id alone, with --yes (its rows' age is "
+         "unknown)."},
         {"dedup-horizon", 0, OPT_SECONDS, OFF(dedup_horizon_ms), "604800", 1000,
          INT64_C(315360000000), "SECONDS",
          "redrive: older records need --yes; the receivers' deduplication horizon (7 days)", 0,
@@ -1499,6 +1523,13 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                 r = -EINVAL;
                 goto fail;
         }
+        if (conf.message_prefix && conf.ignore_message_prefix &&
+            strcmp(conf.message_prefix, conf.ignore_message_prefix) == 0) {
+                set_err(err, errlen, "--message-prefix and --ignore-message-prefix name the same prefix "
+                        "\"%s\": a prefix is published or passed over, choose one", conf.message_prefix);
+                r = -EINVAL;
+                goto fail;
+        }
         free(args);
         *ret_conf = conf;
         return 0;
@@ -1670,7 +1701,7 @@ void config_usage(FILE *out)
                 "  outbox-relay slot drop --yes [OPTION]... drop the slot\n"
                 "  outbox-relay slot status [OPTION]...     the slot's positions and retained WAL\n"
                 "  outbox-relay redrive (--work-id=ID... | --since=TIME [--until=TIME] [--kind=KIND])\n"
-                "               [--from-dead-letter] [--yes] --reason=TEXT [OPTION]...\n"
+                "               [--from-dead-letter [--error-code=CODE]] [--yes] --reason=TEXT [OPTION]...\n"
                 "                                           publish outbox rows (or dead letters) again\n"
                 "\nOptions:\n");
         for (size_t i = 0; i < N_OPTS; i++) {

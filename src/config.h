@@ -52,6 +52,8 @@ struct relay_config {
         bool failover;                 /* --failover: create the slot as a failover slot (17+) */
         bool create_slot;              /* --create-slot */
         int64_t slot_create_timeout_ms; /* --slot-create-timeout, given in seconds; 0: no limit */
+        const char *after_slot;        /* --after-slot: the slot of the consumer being replaced, or NULL */
+        int64_t after_slot_timeout_ms; /* --after-slot-timeout, given in seconds */
         struct table_name *tables;     /* -t, at least one after config_parse() */
         size_t ntables;
         const char *brokers;           /* -b */
@@ -67,6 +69,8 @@ struct relay_config {
         size_t ncolumn_headers;        /* at most RECORD_COLUMN_HEADERS_MAX (record.h) */
         const char *preset;            /* --preset: "debezium", or NULL for none */
         const char *message_prefix;    /* --message-prefix: logical messages published, or NULL */
+        const char *ignore_message_prefix; /* --ignore-message-prefix: an outbox-like prefix passed
+                                            * over without stopping, or NULL */
         struct kafka_prop *props;      /* -X, in command-line order */
         size_t nprops;
         int64_t status_interval_ms;    /* -s, given in seconds */
@@ -106,6 +110,7 @@ struct relay_config {
         const char *since;             /* --since: TIME text (redrive_parse_time()); NULL: none */
         const char *until;             /* --until: TIME text; NULL: none */
         const char *kind;              /* --kind: the type column's (ce_type's) value; NULL: any */
+        const char *error_code;        /* --error-code: a dead letter's outbox_relay_error_code; NULL: any */
         const char *reason;            /* --reason: why, published as a header */
         const char *time_column;       /* --time-column: what --since/--until and the horizon read */
         int64_t dedup_horizon_ms;      /* --dedup-horizon, given in seconds */

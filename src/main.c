@@ -139,6 +139,35 @@ static int slot_exit(int r)
                                                                     : RELAY_EXIT_ENVIRONMENT;
 }
 
+/* slot create --after-slot: wait for the old consumer's slot to pass the new consistent point. */
+static int slot_after(const struct relay_config *conf, const struct slotcmd_created *cr)
+{
+        struct slotcmd_after af;
+        char err[1536], a[LSN_STRLEN], b[LSN_STRLEN];
+        int r;
+
+        printf("waiting up to %lld s for slot \"%s\" to confirm past %s (--after-slot)\n",
+               (long long)(conf->after_slot_timeout_ms / 1000), conf->after_slot,
+               lsn_format(cr->consistent_lsn, a));
+        fflush(stdout);
+        r = slotcmd_wait_after(conf, cr->consistent_lsn, &af, err, sizeof(err));
+        if (r < 0) {
+                log_error("%s", err);
+                return slot_exit(r);
+        }
+        printf("slot \"%s\" is confirmed up to %s, past the consistent point %s of slot \"%s\": its "
+               "consumer acknowledged every row committed before that point, and the relay "
+               "publishes every row committed after it. Stop the old consumer now, start the relay, "
+               "then drop slot \"%s\"\n", conf->after_slot, lsn_format(af.confirmed_flush_lsn, b), a,
+               conf->slot, conf->after_slot);
+        if (cr->existing_rows > 0)
+                printf("the %s%lld rows the outbox already holds were committed before it: the old "
+                       "consumer's, not for the relay to publish\n",
+                       cr->existing_rows > 1000000 ? "over " : "",
+                       cr->existing_rows > 1000000 ? 1000000LL : (long long)cr->existing_rows);
+        return RELAY_EXIT_OK;
+}
+
 static int run_slot(enum command cmd, const struct relay_config *conf)
 {
         struct slotcmd_status st;
@@ -165,6 +194,8 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                         log_error("%s", err);
                         return r == -EINVAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY;
                 }
+                if (conf->after_slot)
+                        return slot_after(conf, &cr);
                 if (cr.existing_rows > 0)
                         log_warning("the outbox already holds %s%lld rows: they were committed before "
                                     "the slot existed and will not be published; publish them by "
@@ -172,6 +203,8 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                                     cr.existing_rows > 1000000 ? "over " : "",
                                     cr.existing_rows > 1000000 ? 1000000LL
                                                                : (long long)cr.existing_rows);
+                if (cr.other_consumers[0])
+                        log_warning("%s", cr.other_consumers);
                 return RELAY_EXIT_OK;
         case CMD_SLOT_DROP:
                 r = slotcmd_drop(conf, err, sizeof(err));

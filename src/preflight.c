@@ -385,6 +385,76 @@ static PGresult *read_columns(PGconn *c, const struct table_name *t, char *err, 
         return NULL;
 }
 
+/*
+ * The payload column's type, followed through domains to its base type: the
+ * relay publishes the column's text as application/json, so json, jsonb and
+ * the string types (pg_type.typcategory 'S': text, varchar, char, citext, which
+ * the relay checks row by row) can be published; anything else never, and
+ * would stop the relay at its first row (exit 4). bytea gets the advice for
+ * Avro and Protobuf bytes. Returns 0 or -EINVAL with the fix in @err.
+ */
+static int check_payload_type(PGconn *c, const struct table_name *t, const char *column, char *err,
+                              size_t errlen)
+{
+        const char *params[3] = {t->schema, t->table, column};
+        const char *declared, *base;
+        char *qs, *qt, *qc;
+        PGresult *r;
+        int n, rc = 0;
+
+        r = query(c, "WITH RECURSIVE d(oid, depth) AS ("
+                  "SELECT a.atttypid, 0 FROM pg_catalog.pg_attribute a "
+                  "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                  "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                  "WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3 AND a.attnum > 0 "
+                  "AND NOT a.attisdropped "
+                  "UNION ALL SELECT t.typbasetype, d.depth + 1 FROM d "
+                  "JOIN pg_catalog.pg_type t ON t.oid = d.oid WHERE t.typtype = 'd' AND d.depth < 64) "
+                  "SELECT pg_catalog.format_type(t.oid, NULL), t.typcategory, "
+                  "t.typnamespace = 'pg_catalog'::pg_catalog.regnamespace AND "
+                  "t.typname IN ('json', 'jsonb') "
+                  "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid ORDER BY d.depth", 3, params);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0) {
+                seterr(err, errlen, "cannot read the type of column \"%s\" of \"%s\".\"%s\": %s", column,
+                       t->schema, t->table, PQresultErrorMessage(r));
+                PQclear(r);
+                return -EINVAL;
+        }
+        n = PQntuples(r);
+        declared = PQgetvalue(r, 0, 0);
+        base = PQgetvalue(r, n - 1, 0);
+        if (strcmp(PQgetvalue(r, n - 1, 2), "t") == 0 || strcmp(PQgetvalue(r, n - 1, 1), "S") == 0) {
+                PQclear(r);
+                return 0;
+        }
+        qs = PQescapeIdentifier(c, t->schema, strlen(t->schema));
+        qt = PQescapeIdentifier(c, t->table, strlen(t->table));
+        qc = PQescapeIdentifier(c, column, strlen(column));
+        if (strcmp(base, "bytea") == 0)
+                seterr(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s: the relay "
+                       "publishes JSON (content-type application/json) and wal2json sends bytea as "
+                       "\\x hex text, so the first row would stop the relay (exit 4); fix: ALTER TABLE "
+                       "%s.%s ALTER COLUMN %s TYPE jsonb USING convert_from(%s, 'UTF8')::jsonb when "
+                       "the bytes are JSON; Avro or Protobuf bytes cannot be published as they are: "
+                       "write JSON, or base64 inside JSON (see outbox-relay(7), DEBEZIUM OUTBOX "
+                       "LAYOUT)", column, t->schema, t->table, declared, qs ? qs : t->schema,
+                       qt ? qt : t->table, qc ? qc : column, qc ? qc : column);
+        else
+                seterr(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s, whose "
+                       "text is not a JSON document: the relay publishes json, jsonb or text-like "
+                       "columns holding JSON (content-type application/json), so the first row would "
+                       "stop the relay (exit 4); fix: ALTER TABLE %s.%s ALTER COLUMN %s TYPE jsonb "
+                       "USING to_jsonb(%s), or name another column with --payload-column", column,
+                       t->schema, t->table, declared, qs ? qs : t->schema, qt ? qt : t->table,
+                       qc ? qc : column, qc ? qc : column);
+        rc = -EINVAL;
+        PQfreemem(qs);
+        PQfreemem(qt);
+        PQfreemem(qc);
+        PQclear(r);
+        return rc;
+}
+
 int preflight_check_table(PGconn *c, const struct relay_config *conf, const struct table_name *t,
                           const char *const *columns, size_t ncolumns, struct preflight_table *ret_tab,
                           char *err, size_t errlen)
@@ -457,6 +527,8 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         }
         ret_tab->has_type_column = has_column(r, conf->type_column);
         PQclear(r);
+        if (rc == 0)
+                rc = check_payload_type(c, t, conf->payload_column, err, errlen);
         return rc;
 }
 
@@ -532,20 +604,70 @@ int preflight_existing_rows(PGconn *c, const struct table_name *t, int64_t *ret_
         return rc;
 }
 
-static void warn_existing_rows(PGconn *c, const struct relay_config *conf)
+void preflight_other_consumers(PGconn *c, const struct relay_config *conf, int64_t existing_rows,
+                               uint64_t consistent_lsn, char *buf, size_t size)
 {
-        char err[256];
+        const char *params[1] = {conf->slot};
+        char slots[512] = "", a[LSN_STRLEN];
+        int64_t inserted = 0;
+        size_t o = 0;
+        PGresult *r;
+
+        if (size)
+                buf[0] = '\0';
+        r = query(c, "SELECT slot_name FROM pg_catalog.pg_replication_slots WHERE slot_type = 'logical' "
+                  "AND database = pg_catalog.current_database() AND slot_name <> $1 AND NOT temporary "
+                  "ORDER BY slot_name", 1, params);
+        for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++) {
+                if (conf->after_slot && strcmp(PQgetvalue(r, i, 0), conf->after_slot) == 0)
+                        continue;
+                if (o < sizeof(slots))
+                        o += (size_t)snprintf(slots + o, sizeof(slots) - o, "%s\"%s\"", o ? ", " : "",
+                                              PQgetvalue(r, i, 0));
+        }
+        PQclear(r);
+        if (!slots[0])
+                return;
+        for (size_t i = 0; i < conf->ntables; i++) {
+                const char *p[2] = {conf->tables[i].schema, conf->tables[i].table};
+
+                r = query(c, "SELECT n_tup_ins FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1 "
+                          "AND relname = $2", 2, p);
+                if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+                        inserted += strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+                PQclear(r);
+        }
+        snprintf(buf, size, "database \"%s\" has other logical slots (%s): if one of them publishes this "
+                 "outbox (Debezium), rows committed before %s that it has not confirmed when it stops "
+                 "are published by neither, whatever the outbox holds%s; create the slot with "
+                 "--after-slot=SLOT instead (drop this one first), or run `outbox-relay check "
+                 "--after-slot=SLOT` before stopping it (outbox-relay(7), DEBEZIUM OUTBOX LAYOUT)",
+                 PQdb(c), slots, lsn_format(consistent_lsn, a),
+                 existing_rows == 0 && inserted > 0 ? " (it is empty, yet rows were inserted into it: "
+                 "its writers or its consumer delete them, so its row count says nothing about what "
+                 "is pending)" : "");
+}
+
+static void warn_existing_rows(PGconn *c, const struct relay_config *conf, uint64_t consistent_lsn)
+{
+        char err[256], others[1536];
+        int64_t total = 0;
 
         for (size_t i = 0; i < conf->ntables; i++) {
                 int64_t n;
 
-                if (preflight_existing_rows(c, &conf->tables[i], &n, err, sizeof(err)) == 0 && n > 0)
-                        log_warning("table \"%s\".\"%s\" already holds %s%lld rows: they were committed "
-                                    "before the slot existed and will not be published; publish "
-                                    "them by other means if they are still pending",
-                                    conf->tables[i].schema, conf->tables[i].table,
-                                    n > 1000000 ? "over " : "", n > 1000000 ? 1000000LL : (long long)n);
+                if (preflight_existing_rows(c, &conf->tables[i], &n, err, sizeof(err)) < 0 || n == 0)
+                        continue;
+                total += n;
+                log_warning("table \"%s\".\"%s\" already holds %s%lld rows: they were committed "
+                            "before the slot existed and will not be published; publish "
+                            "them by other means if they are still pending",
+                            conf->tables[i].schema, conf->tables[i].table,
+                            n > 1000000 ? "over " : "", n > 1000000 ? 1000000LL : (long long)n);
         }
+        preflight_other_consumers(c, conf, total, consistent_lsn, others, sizeof(others));
+        if (others[0])
+                log_warning("%s", others);
 }
 
 static uint64_t get_lsn(const PGresult *r, int col)
@@ -995,7 +1117,7 @@ static int check_slot(PGconn *c, const struct relay_config *conf, const struct p
                 log_info("created replication slot \"%s\" with plugin %s%s at consistent point %s", conf->slot,
                          plugin, conf->failover ? " as a failover slot" : "",
                          lsn_format(lsn, (char[LSN_STRLEN]){0}));
-                warn_existing_rows(c, conf);
+                warn_existing_rows(c, conf, lsn);
                 rc = preflight_read_slot(c, conf->slot, &s, err, errlen);
                 if (rc < 0)
                         return rc;
@@ -1114,6 +1236,10 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
                 r = check_replication(conf, &res, err, errlen);
         if (r == 0)
                 r = check_slot(c, conf, &set, &res, err, errlen);
+        /* Only to recognise the kit's messages of another prefix (relay_row.c): not fatal. */
+        if (r == 0 && preflight_kit_prefix(c, res.kit_prefix, sizeof(res.kit_prefix), err, errlen) < 0)
+                log_warning("cannot read the prefix outbox_emit() writes (%s); only prefixes "
+                            "containing \"outbox\" are told from other applications' messages", err);
         /*
          * A query that failed because the server went away (restarting, the
          * connection cut) is worth retrying like a failed connect, whatever
@@ -1126,6 +1252,34 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
                 *ret_res = res;
         else
                 preflight_result_release(&res);
+        return r;
+}
+
+int preflight_kit_prefix(PGconn *c, char *ret_prefix, size_t size, char *err, size_t errlen)
+{
+        PGresult *res = PQexec(c, "SELECT CASE WHEN pg_catalog.to_regprocedure('outbox_message_prefix()') "
+                               "IS NOT NULL THEN 1 END");
+        int r = 0;
+
+        if (size)
+                ret_prefix[0] = '\0';
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+                seterr(err, errlen, "cannot tell whether outbox_message_prefix() exists: %s",
+                       PQerrorMessage(c));
+                r = -EINVAL;
+        } else if (!PQgetisnull(res, 0, 0)) {
+                PQclear(res);
+                res = PQexec(c, "SELECT outbox_message_prefix()");
+                if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+                    PQgetisnull(res, 0, 0)) {
+                        seterr(err, errlen, "cannot read outbox_message_prefix(): %s", PQerrorMessage(c));
+                        r = -EINVAL;
+                } else {
+                        snprintf(ret_prefix, size, "%s", PQgetvalue(res, 0, 0));
+                        r = 1;
+                }
+        }
+        PQclear(res);
         return r;
 }
 

@@ -42,6 +42,8 @@ struct preflight_result {
         uint32_t *pubrel_oids;       /* pg_publication_rel.oid per conf->tables[i]; freed with the rest */
         uint32_t *json_domains;      /* type OIDs of the domains over json and jsonb; the caller frees it */
         size_t njson_domains;
+        char kit_prefix[CONFIG_MESSAGE_PREFIX_MAX + 1]; /* outbox_message_prefix(), "" when the
+                                                         * database has none */
 };
 
 /* Domains over json or jsonb that preflight_run() reads, at most (the rest are checked as text). */
@@ -79,6 +81,29 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
  * caller's. Safe on a zeroed result and when called twice. Never fails.
  */
 void preflight_result_release(struct preflight_result *res);
+
+/*
+ * preflight_other_consumers() - after creating @conf's slot at
+ * @consistent_lsn (LSN) over @c: when the database has other logical slots
+ * (but --after-slot's), a warning naming them in @buf (@size bytes): one of
+ * them may be a consumer being replaced (Debezium) whose unconfirmed rows
+ * committed before @consistent_lsn nobody will publish, which the count of
+ * rows already in the outbox (@existing_rows) cannot show when that
+ * consumer's rows are deleted as they are written (said when the tables are
+ * empty but pg_stat_user_tables.n_tup_ins is not). Leaves "" when there are
+ * none or they cannot be read (best effort). Never fails.
+ */
+void preflight_other_consumers(PGconn *c, const struct relay_config *conf, int64_t existing_rows,
+                               uint64_t consistent_lsn, char *buf, size_t size);
+
+/*
+ * preflight_kit_prefix() - the prefix outbox_emit() of sql/outbox.sql writes
+ * in this database: outbox_message_prefix() (found through the search path,
+ * as the application calls it). Copies it into @ret_prefix (@size bytes,
+ * truncated to fit) and returns 1; returns 0 and "" when the function is not
+ * there; -EINVAL with the server's message in @err when either query fails.
+ */
+int preflight_kit_prefix(PGconn *c, char *ret_prefix, size_t size, char *err, size_t errlen);
 
 /* Probe timeout of `outbox-relay check`: connect_timeout and statement_timeout, in ms. */
 #define PREFLIGHT_PROBE_TIMEOUT_MS 10000
@@ -235,7 +260,9 @@ struct preflight_table {
  * topic template. Fills @ret_tab as far as it got (exists false: the table
  * is missing). Returns 0, or -EINVAL with the reason and fix in @err (the
  * table is missing, partitioned, not a table, not permanent (UNLOGGED or
- * TEMPORARY: its rows never reach the WAL), lacks a column, or the catalog
+ * TEMPORARY: its rows never reach the WAL), lacks a column, has a payload
+ * column whose type the relay cannot publish (anything but json, jsonb and
+ * the string types, through domains: bytea, uuid, ...), or the catalog
  * cannot be read).
  */
 int preflight_check_table(PGconn *c, const struct relay_config *conf, const struct table_name *t,

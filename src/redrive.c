@@ -109,7 +109,8 @@ const char *redrive_usage_error(const struct relay_config *conf, bool redrive, c
                 const char *given = conf->nwork_ids ? "--work-id" : conf->since ? "--since" :
                                     conf->until ? "--until" : conf->kind ? "--kind" :
                                     conf->reason ? "--reason" :
-                                    conf->from_dead_letter ? "--from-dead-letter" : NULL;
+                                    conf->from_dead_letter ? "--from-dead-letter" :
+                                    conf->error_code ? "--error-code" : NULL;
 
                 if (!given)
                         return NULL;
@@ -128,9 +129,15 @@ const char *redrive_usage_error(const struct relay_config *conf, bool redrive, c
                          REDRIVE_REASON_MAX);
                 return buf;
         }
-        if (!conf->nwork_ids && !conf->since) {
+        if (conf->error_code && !conf->from_dead_letter) {
+                snprintf(buf, size, "--error-code selects dead letters: it needs --from-dead-letter (a "
+                         "row of the outbox table has no error code)");
+                return buf;
+        }
+        if (!conf->nwork_ids && !conf->since && !conf->error_code) {
                 snprintf(buf, size, "redrive needs a selection: --work-id=ID (repeatable) or "
-                         "--since=TIME [--until=TIME], optionally with --kind=KIND");
+                         "--since=TIME [--until=TIME], optionally with --kind=KIND; with "
+                         "--from-dead-letter also --error-code=CODE");
                 return buf;
         }
         if (conf->nwork_ids > REDRIVE_MAX_WORK_IDS) {
@@ -552,7 +559,7 @@ static void cleanup(struct redrive *rd)
 static void report_missing(struct redrive *rd)
 {
         const struct relay_config *conf = rd->conf;
-        bool narrowed = conf->since || conf->until || conf->kind;
+        bool narrowed = conf->since || conf->until || conf->kind || conf->error_code;
         char id[600], where[512] = "";
         size_t o = 0;
 
@@ -572,7 +579,7 @@ static void report_missing(struct redrive *rd)
                 if (conf->from_dead_letter)
                         log_error("work ID %s is not in %s%s: nothing to redrive for it (it was never "
                                   "dead-lettered, or retention removed it)", id, where,
-                                  narrowed ? " within --since, --until and --kind" : "");
+                                  narrowed ? " within --since, --until, --kind and --error-code" : "");
                 else
                         log_error("work ID %s is gone: no row of %s has it%s (deleted by a cleanup, "
                                   "or never written); if it was dead-lettered, redrive it with "

@@ -70,6 +70,11 @@ static bool selected(const struct redrive *rd, const struct topicscan_record *re
                 if (!v || len != strlen(conf->kind) || memcmp(v, conf->kind, len) != 0)
                         return false;
         }
+        if (conf->error_code) {
+                v = header(dl, "outbox_relay_error_code", &len);
+                if (!v || len != strlen(conf->error_code) || memcmp(v, conf->error_code, len) != 0)
+                        return false;
+        }
         return true;
 }
 

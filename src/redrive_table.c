@@ -35,7 +35,11 @@ struct table_cols {
         char **names;
         uint32_t *oids;
         size_t n;
+        bool untimed;   /* no --time-column: selected by work ID only, the rows' age unknown */
 };
+
+/* A table's time column where it has none: every row's age unknown (counted as old). */
+#define UNTIMED "NULL::pg_catalog.timestamptz"
 
 /* What the SQL of every table shares: the WHERE clause and its parameters. */
 struct selection {
@@ -185,10 +189,23 @@ static int build_selection(PGconn *c, const struct redrive *rd, struct selection
         return 0;
 }
 
+static int kind_column(const struct relay_config *conf, const struct table_cols *cols,
+                       const struct table_name *t, char *err, size_t errlen)
+{
+        if (conf->kind && !col_oid(cols, conf->type_column)) {
+                snprintf(err, errlen, "table \"%s\".\"%s\" has no column \"%s\" (--type-column), which "
+                         "--kind selects on", t->schema, t->table, conf->type_column);
+                return -ENOENT;
+        }
+        return 0;
+}
+
 /*
  * The table exists with what the relay reads (preflight's own checks), its
  * catalog columns, the time column is a time, the type column is there for
- * --kind.
+ * --kind. A table without the time column (Debezium's documented one has
+ * none) is redriven by work ID only: its rows' age is unknown, so they need
+ * --yes like rows older than the horizon.
  */
 static int check_table(PGconn *c, struct redrive *rd, const struct record_spec *spec,
                        const struct table_name *t, struct table_cols *ret_cols, char *err,
@@ -238,24 +255,31 @@ static int check_table(PGconn *c, struct redrive *rd, const struct record_spec *
         }
         PQclear(r);
         toid = col_oid(ret_cols, conf->time_column);
-        if (!toid) {
-                snprintf(err, errlen, "table \"%s\".\"%s\" has no column \"%s\", which --since, "
-                         "--until and --dedup-horizon read: name the column that holds when a row "
-                         "was written with --time-column", t->schema, t->table, conf->time_column);
+        if (!toid && (rd->has_since || rd->has_until)) {
+                char *qs = quote_ident(c, t->schema), *qt = quote_ident(c, t->table);
+
+                snprintf(err, errlen, "table \"%s\".\"%s\" has no column \"%s\" (--time-column), "
+                         "which --since and --until select on: name the column that holds when a row "
+                         "was written with --time-column, or select the rows with --work-id (which "
+                         "needs no time column), or add one for rows written from now on: ALTER TABLE "
+                         "%s.%s ADD COLUMN created_at timestamptz, ALTER COLUMN created_at SET DEFAULT "
+                         "clock_timestamp() (the rows already there keep NULL: their age stays "
+                         "unknown)", t->schema, t->table, conf->time_column, qs ? qs : t->schema,
+                         qt ? qt : t->table);
+                free(qs);
+                free(qt);
                 return -ENOENT;
         }
+        ret_cols->untimed = !toid;
+        if (!toid)
+                return kind_column(conf, ret_cols, t, err, errlen);
         if (toid != OID_TIMESTAMPTZ && toid != OID_TIMESTAMP && toid != OID_DATE) {
                 snprintf(err, errlen, "column \"%s\" of table \"%s\".\"%s\" (--time-column) is not "
                          "a timestamptz, timestamp or date column (type OID %u)", conf->time_column,
                          t->schema, t->table, (unsigned)toid);
                 return -ENOENT;
         }
-        if (conf->kind && !col_oid(ret_cols, conf->type_column)) {
-                snprintf(err, errlen, "table \"%s\".\"%s\" has no column \"%s\" (--type-column), which "
-                         "--kind selects on", t->schema, t->table, conf->type_column);
-                return -ENOENT;
-        }
-        return 0;
+        return kind_column(conf, ret_cols, t, err, errlen);
 }
 
 static char *table_sql_name(PGconn *c, const struct table_name *t)
@@ -270,8 +294,9 @@ static char *table_sql_name(PGconn *c, const struct table_name *t)
 }
 
 /* How many rows of @t the selection has (up to --max-records + 1), and how many are past the horizon. */
-static int count_rows(PGconn *c, const struct selection *s, const char *qtable, int64_t *ret_n,
-                      int64_t *ret_old, char *oldest, size_t oldest_size, char *err, size_t errlen)
+static int count_rows(PGconn *c, const struct selection *s, const char *qtable, bool untimed,
+                      int64_t *ret_n, int64_t *ret_old, char *oldest, size_t oldest_size, char *err,
+                      size_t errlen)
 {
         const char *params[8];
         char *sql;
@@ -284,8 +309,8 @@ static int count_rows(PGconn *c, const struct selection *s, const char *qtable, 
         if (asprintf(&sql, "SELECT count(*), count(*) FILTER (WHERE old), "
                      "min(tc) FILTER (WHERE old)::text FROM (SELECT %s AS tc, (%s IS NULL OR %s < "
                      "clock_timestamp() - $%d::bigint * interval '1 millisecond') AS old FROM %s%s "
-                     "LIMIT $%d::bigint) s", s->tc, s->tc, s->tc, n + 1, qtable, s->where,
-                     n + 2) < 0)
+                     "LIMIT $%d::bigint) s", untimed ? UNTIMED : s->tc, untimed ? UNTIMED : s->tc,
+                     untimed ? UNTIMED : s->tc, n + 1, qtable, s->where, n + 2) < 0)
                 return -ENOMEM;
         r = PQexecParams(c, sql, n + 2, NULL, params, NULL, NULL, 0);
         free(sql);
@@ -392,7 +417,7 @@ static int redrive_rows(PGconn *c, struct redrive *rd, struct record_spec *spec,
 
         if (asprintf(&sql, "DECLARE " CURSOR_NAME " NO SCROLL CURSOR FOR SELECT %s, t.* FROM %s AS "
                      "t%s ORDER BY %s, %s", track ? "pg_catalog.pg_xact_commit_timestamp(t.xmin)::text"
-                     : "NULL::text", qtable, s->where, s->tc, s->id) < 0)
+                     : "NULL::text", qtable, s->where, tc->untimed ? UNTIMED : s->tc, s->id) < 0)
                 return -EIO;
         r = PQexecParams(c, sql, s->nparams, NULL, s->params, NULL, NULL, 0);
         free(sql);
@@ -508,7 +533,8 @@ int redrive_table_run(struct redrive *rd, char *err, size_t errlen)
         struct selection sel = {0};
         struct record_spec *spec = NULL;
         char sysid[32], dbname[256] = "", oldest[64] = "", hz[32], **qtables = NULL;
-        int64_t total = 0, old = 0;
+        int64_t total = 0, old = 0, unknown = 0;
+        char untimed_table[600] = "";
         bool track = false;
         PGconn *c = NULL;
         PGresult *res;
@@ -557,11 +583,19 @@ int redrive_table_run(struct redrive *rd, char *err, size_t errlen)
                         r = -ENOMEM;
                         goto out;
                 }
-                r = count_rows(c, &sel, qtables[i], &n, &o, oldest, sizeof(oldest), err, errlen);
+                r = count_rows(c, &sel, qtables[i], cols[i].untimed, &n, &o, oldest, sizeof(oldest),
+                               err, errlen);
                 if (r < 0)
                         goto out;
                 total += n;
-                old += o;
+                if (cols[i].untimed) {
+                        unknown += n;
+                        if (n && !untimed_table[0])
+                                snprintf(untimed_table, sizeof(untimed_table), "\"%s\".\"%s\"",
+                                         conf->tables[i].schema, conf->tables[i].table);
+                } else {
+                        old += o;
+                }
         }
         if (total > conf->max_records) {
                 snprintf(err, errlen, "the selection has more than %" PRId64 " rows (--max-records): "
@@ -571,6 +605,17 @@ int redrive_table_run(struct redrive *rd, char *err, size_t errlen)
                 goto out;
         }
         redrive_horizon_text(conf->dedup_horizon_ms, hz, sizeof(hz));
+        if (unknown && !conf->yes) {
+                snprintf(err, errlen, "%" PRId64 " of the %" PRId64 " selected rows are in table %s, "
+                         "which has no column \"%s\" (--time-column): when they were written is "
+                         "unknown, so they may be older than the deduplication horizon (%s, "
+                         "--dedup-horizon), and a receiver that has forgotten their work IDs applies "
+                         "them again. Find out first whether their effects happened (outbox-relay(7), "
+                         "REDRIVE), then repeat with --yes; nothing was published", unknown, total,
+                         untimed_table, conf->time_column, hz);
+                r = -EPERM;
+                goto out;
+        }
         if (old && !conf->yes) {
                 snprintf(err, errlen, "%" PRId64 " of the %" PRId64 " selected rows were written more "
                          "than the deduplication horizon (%s, --dedup-horizon) ago, the oldest at %s: "
@@ -581,6 +626,10 @@ int redrive_table_run(struct redrive *rd, char *err, size_t errlen)
                 goto out;
         }
         rd->res.selected = (uint64_t)total;
+        if (unknown)
+                log_warning("%" PRId64 " of the %" PRId64 " selected rows are in table %s, which has "
+                            "no column \"%s\": their age is unknown; redriving them anyway (--yes)",
+                            unknown, total, untimed_table, conf->time_column);
         if (old)
                 log_warning("%" PRId64 " of the %" PRId64 " selected rows are older than the "
                             "deduplication horizon (%s), the oldest at %s: redriving them anyway "

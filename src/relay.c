@@ -394,9 +394,9 @@ static int eos_session(struct relay *r)
 
 /*
  * The output plugin's options for START_REPLICATION: wal2json's (format
- * version 2 with what the relay reads, add-tables, add-msg-prefixes), or
- * pgoutput's (protocol version 1, text values, the publication, logical
- * messages with --message-prefix). Sets @st.
+ * version 2 with what the relay reads, add-tables), or pgoutput's (protocol
+ * version 1, text values, the publication, logical messages). Either sends
+ * logical messages of every prefix (relay_row.c decides). Sets @st.
  */
 static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX],
                            struct pgstream_start *st)
@@ -408,21 +408,27 @@ static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTION
                 /* OIDs, not names: cheaper for the walsender, and never unescaped (wal2json). */
                 "include-types", "false",    "include-type-oids", "true",
                 "add-tables", r->add_tables,
-                /* Last, sent only with --message-prefix: the walsender then sends no other messages. */
-                "add-msg-prefixes", r->conf->message_prefix,
+                /*
+                 * No add-msg-prefixes: the walsender sends every logical message, so that
+                 * one whose prefix looks like an outbox's but is not --message-prefix stops
+                 * the relay instead of being passed over unseen (relay_row.c).
+                 */
         };
         const char *pgo[] = {
                 /* Version 1: text values (binary is off), no streaming, no two-phase: all that is needed. */
                 "proto_version", "1",
                 "publication_names", config_publication(r->conf),
-                /* Last, sent only with --message-prefix: pgoutput then sends messages of every prefix. */
+                /*
+                 * Always, as wal2json sends them without add-msg-prefixes: messages of every
+                 * prefix, so that one of an outbox's prefix is never passed over unseen.
+                 */
                 "messages", "true",
         };
         const char **v = r->pgo.dec ? pgo : w2j;
         size_t n = r->pgo.dec ? sizeof(pgo) / sizeof(pgo[0]) : sizeof(w2j) / sizeof(w2j[0]);
 
         memcpy(opts, v, n * sizeof(*v));
-        *st = (struct pgstream_start){r->conf->slot, opts, n / 2 - !r->conf->message_prefix};
+        *st = (struct pgstream_start){r->conf->slot, opts, n / 2};
 }
 
 /* One replication connection, from connect to end. Returns SESSION_*. */

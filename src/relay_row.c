@@ -287,6 +287,51 @@ static void handle_message(struct relay *r, const struct w2j_record *rec)
         envelope_clear(&env);
 }
 
+/*
+ * Whether a logical message of @prefix, not the relay's, looks like an
+ * outbox's: its prefix contains "outbox" (any case: sql/outbox.sql's
+ * default and what people name theirs), or is the one outbox_emit() of this
+ * database writes (outbox_message_prefix(), read at start). Passing over such
+ * a transactional message would lose it for good: no table row is left to
+ * redrive. --ignore-message-prefix names the one prefix to pass over.
+ */
+static bool outbox_like_prefix(const struct relay *r, const char *prefix)
+{
+        static const char word[] = "outbox";
+
+        if (!prefix)
+                return false;
+        if (r->conf->ignore_message_prefix && strcmp(prefix, r->conf->ignore_message_prefix) == 0)
+                return false;
+        if (r->pre.kit_prefix[0] && strcmp(prefix, r->pre.kit_prefix) == 0)
+                return true;
+        for (const char *p = prefix; *p; p++)
+                if (strncasecmp(p, word, sizeof(word) - 1) == 0)
+                        return true;
+        return false;
+}
+
+/* A transactional message of an outbox-like prefix the relay does not publish: stop before it. */
+static void foreign_outbox_message(struct relay *r, const struct w2j_record *rec)
+{
+        const char *mine = r->conf->message_prefix;
+        char a[LSN_STRLEN], kit[400] = "";
+
+        if (r->pre.kit_prefix[0] && strcmp(rec->prefix, r->pre.kit_prefix) == 0)
+                snprintf(kit, sizeof(kit), " (outbox_emit() in database \"%s\" writes it)", r->pre.dbname);
+        relay_fail(r, RELAY_EXIT_DATA,
+                   "not passing over the transactional logical message with prefix \"%s\"%s at LSN %s "
+                   "(transaction %u ending at LSN %s): it looks like an outbox message, and this relay "
+                   "publishes %s%s%s, so confirming past it would lose it for good (no table row is left "
+                   "to redrive). Nothing from this transaction on is confirmed. Fix: if it is this "
+                   "outbox's, stop every relay of this slot and start with --message-prefix=%s "
+                   "--accept-config-change (the prefix is part of the slot's mapping); if another "
+                   "application writes it, start with --ignore-message-prefix=%s",
+                   rec->prefix, kit, lsn_format(rec->lsn, a), r->txn.xid, r->txn.lsn_text,
+                   mine ? "prefix \"" : "no logical messages (no --message-prefix)", mine ? mine : "",
+                   mine ? "\" (--message-prefix)" : "", rec->prefix, rec->prefix);
+}
+
 static void begin_transaction(struct relay *r, const struct w2j_record *rec)
 {
         struct relay_txn *t = &r->txn;
@@ -401,6 +446,11 @@ void relay_handle_record(struct relay *r, const struct w2j_record *recp, uint64_
                 if (rec.action == W2J_MESSAGE && r->conf->message_prefix && rec.prefix &&
                     strcmp(rec.prefix, r->conf->message_prefix) == 0) {
                         handle_message(r, &rec);
+                        break;
+                }
+                if (rec.action == W2J_MESSAGE && rec.transactional && !t->skip && !t->eos_skip &&
+                    !t->operator_skip && outbox_like_prefix(r, rec.prefix)) {
+                        foreign_outbox_message(r, &rec);
                         break;
                 }
                 /* fall through */

@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lsn.h"
 #include "preflight.h"
@@ -199,6 +200,95 @@ static int slot_publication(PGconn *c, const struct relay_config *conf, struct s
         return rc < 0 ? -EINVAL : 0;
 }
 
+int slotcmd_check_after(PGconn *c, const struct relay_config *conf, struct preflight_slot *ret_slot,
+                        char *err, size_t errlen)
+{
+        int rc;
+
+        if (strcmp(conf->after_slot, conf->slot) == 0) {
+                snprintf(err, errlen, "--after-slot names the relay's own slot \"%s\": name the slot of "
+                         "the consumer the relay replaces (Debezium's slot.name)", conf->slot);
+                return -EINVAL;
+        }
+        rc = preflight_read_slot(c, conf->after_slot, ret_slot, err, errlen);
+        if (rc < 0)
+                return -EIO;
+        if (!ret_slot->exists) {
+                snprintf(err, errlen, "--after-slot: replication slot \"%s\" does not exist in this "
+                         "cluster: name the slot of the consumer the relay replaces (Debezium's "
+                         "slot.name, default \"debezium\"; SELECT slot_name FROM pg_replication_slots)",
+                         conf->after_slot);
+                return -ENOENT;
+        }
+        if (strcmp(ret_slot->slot_type, "logical") != 0 || strcmp(ret_slot->database, PQdb(c)) != 0) {
+                snprintf(err, errlen, "--after-slot: replication slot \"%s\" is a %s slot of database "
+                         "\"%s\", not a logical slot of \"%s\": it cannot have published this outbox",
+                         conf->after_slot, ret_slot->slot_type, ret_slot->database, PQdb(c));
+                return -EINVAL;
+        }
+        if (strcmp(ret_slot->wal_status, "lost") == 0 || ret_slot->restart_lsn == LSN_INVALID) {
+                snprintf(err, errlen, "--after-slot: replication slot \"%s\" was invalidated "
+                         "(wal_status lost): its consumer cannot publish what it had not confirmed, "
+                         "from LSN %s on; recover those rows as outbox-relay(7), RUNBOOK, \"A lost "
+                         "slot\" says, then create the slot without --after-slot", conf->after_slot,
+                         lsn_format(ret_slot->confirmed_flush_lsn, (char[LSN_STRLEN]){0}));
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int slotcmd_wait_after(const struct relay_config *conf, uint64_t consistent_lsn,
+                       struct slotcmd_after *ret_after, char *err, size_t errlen)
+{
+        struct slotcmd_after af = {0};
+        struct preflight_slot s;
+        struct timespec start, now, nap = {0, 200 * 1000 * 1000};
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+        PGconn *c;
+        int rc;
+
+        rc = preflight_connect(conf->conninfo, PREFLIGHT_PROBE_TIMEOUT_MS, &c, err, errlen);
+        if (rc < 0)
+                return rc;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                rc = slotcmd_check_after(c, conf, &s, err, errlen);
+                if (rc < 0)
+                        goto out;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                af.waited_ms = (int64_t)(now.tv_sec - start.tv_sec) * 1000 +
+                               (now.tv_nsec - start.tv_nsec) / 1000000;
+                af.confirmed_flush_lsn = s.confirmed_flush_lsn;
+                af.active_pid = s.active_pid;
+                snprintf(af.plugin, sizeof(af.plugin), "%s", s.plugin);
+                if (s.confirmed_flush_lsn != LSN_INVALID && s.confirmed_flush_lsn >= consistent_lsn)
+                        break;
+                if (af.waited_ms >= conf->after_slot_timeout_ms) {
+                        snprintf(err, errlen, "slot \"%s\" (plugin %s, %s) is confirmed up to LSN %s, "
+                                 "%" PRIu64 " bytes before the new slot \"%s\"'s consistent point %s, "
+                                 "after waiting %" PRId64 " ms (--after-slot-timeout): rows committed in "
+                                 "between are published by neither if its consumer stops now. Keep it "
+                                 "running until it confirms past %s (Debezium confirms after an event "
+                                 "or a heartbeat: set heartbeat.interval.ms), then run `outbox-relay "
+                                 "check --after-slot=%s` until its cut-over item passes, and only then "
+                                 "stop it. Slot \"%s\" was created and stays", conf->after_slot, s.plugin,
+                                 s.active_pid ? "in use" : "held by no process: its consumer is not "
+                                 "running, start it again", lsn_format(s.confirmed_flush_lsn, a),
+                                 consistent_lsn - (s.confirmed_flush_lsn == LSN_INVALID ? 0 :
+                                                   s.confirmed_flush_lsn),
+                                 conf->slot, lsn_format(consistent_lsn, b), af.waited_ms, b,
+                                 conf->after_slot, conf->slot);
+                        rc = -ETIMEDOUT;
+                        goto out;
+                }
+                nanosleep(&nap, NULL);
+        }
+        *ret_after = af;
+out:
+        PQfinish(c);
+        return rc;
+}
+
 int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
                    size_t errlen)
 {
@@ -230,6 +320,13 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
                 rc = preflight_read_settings(c, &set, err, errlen);
         if (rc < 0)
                 goto out;
+        if (conf->after_slot) {
+                struct preflight_slot old;
+
+                rc = slotcmd_check_after(c, conf, &old, err, errlen);
+                if (rc < 0)
+                        goto out;
+        }
         plugin = preflight_choose_plugin(&set, NULL, conf->plugin, cr.why, sizeof(cr.why));
         for (;;) {
                 rc = preflight_check_plugin_libraries(&set, plugin, err, errlen);
@@ -268,6 +365,8 @@ int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_
                 if (preflight_existing_rows(c, &conf->tables[i], &n, ignored, sizeof(ignored)) == 0)
                         cr.existing_rows += n;
         }
+        preflight_other_consumers(c, conf, cr.existing_rows, cr.consistent_lsn, cr.other_consumers,
+                                  sizeof(cr.other_consumers));
         *ret_created = cr;
 out:
         PQfinish(c);

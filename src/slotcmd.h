@@ -14,7 +14,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <libpq-fe.h>
+
 #include "config.h"
+#include "preflight.h"
 
 /* A slot's row of pg_replication_slots, with the WAL it holds. */
 struct slotcmd_status {
@@ -66,6 +69,7 @@ struct slotcmd_created {
         char plugin[16];           /* "wal2json" or "pgoutput" */
         char why[1200];            /* why that plugin (preflight_choose_plugin()) */
         bool publication_created;  /* pgoutput: the publication was created first */
+        char other_consumers[1536]; /* preflight_other_consumers()'s warning, "" if none */
 };
 
 /*
@@ -84,6 +88,37 @@ struct slotcmd_created {
  */
 int slotcmd_create(const struct relay_config *conf, struct slotcmd_created *ret_created, char *err,
                    size_t errlen);
+
+/* What slotcmd_wait_after() saw of the old slot (--after-slot). */
+struct slotcmd_after {
+        uint64_t confirmed_flush_lsn;   /* its last one read, LSN */
+        char plugin[64];
+        int active_pid;                 /* 0: no consumer holds it */
+        int64_t waited_ms;
+};
+
+/*
+ * slotcmd_check_after() - whether --after-slot (@conf->after_slot) can be
+ * the slot this relay takes over from, over @c: another logical slot of the
+ * same database, not lost. Returns 0 and the slot's row in @ret_slot, or
+ * -ENOENT / -EINVAL / -EIO with the reason and fix in @err.
+ */
+int slotcmd_check_after(PGconn *c, const struct relay_config *conf, struct preflight_slot *ret_slot,
+                        char *err, size_t errlen);
+
+/*
+ * slotcmd_wait_after() - wait until @conf->after_slot, the slot of the
+ * consumer being replaced (Debezium's), has confirmed_flush_lsn >=
+ * @consistent_lsn, the new slot's consistent point: from then on every row
+ * committed before the new slot's start was acknowledged by that consumer,
+ * and it may stop. Reads pg_replication_slots every 200 ms for at most
+ * @conf->after_slot_timeout_ms (0: once). Returns 0 and @ret_after; or
+ * -ETIMEDOUT (still behind: @err says by how much, what holds the slot and
+ * what to do), -ECONNREFUSED, -ENOENT (the slot went away), -EIO; the
+ * message in @err. Creates and drops nothing.
+ */
+int slotcmd_wait_after(const struct relay_config *conf, uint64_t consistent_lsn,
+                       struct slotcmd_after *ret_after, char *err, size_t errlen);
 
 /*
  * slotcmd_drop() - drop the slot of @conf if @conf->yes. Returns 0,

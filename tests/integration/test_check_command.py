@@ -95,7 +95,13 @@ def test_check_broker_unreachable(case):
     rc, out, items = run_check(check_args(case, brokers=brokers))
     took = time.monotonic() - started
     assert_fail(rc, out, items, "kafka brokers", brokers, "--brokers")
-    assert items["topics"][0] == "SKIP", out
+    # every Kafka item is there, a SKIP that says why (README: one line per item)
+    for name in ("topics", "topic limits", 'checkpoint topic "outbox-relay.checkpoints"',
+                 'checkpoint of slot "%s"' % case.slot):
+        assert items[name] == ("SKIP", "no Kafka broker reachable"), (name, out)
+    assert "kafka transactions" not in items, out
+    rc, out, items = run_check(check_args(case, "--exactly-once", brokers=brokers))
+    assert items["kafka transactions"] == ("SKIP", "no Kafka broker reachable"), out
     assert took < 30, "the broker probe took %.1f s, more than its timeout" % took
     # the database items still ran
     assert items["wal_level"][0] == "PASS", out

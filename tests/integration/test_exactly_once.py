@@ -21,10 +21,11 @@ import signal
 import time
 
 import pytest
-from harness import (EXIT_ENV, EXIT_OK, format_lsn, insert_rows, parse_lsn, procs, wait_confirmed,
-                     wait_until)
+from harness import (EXIT_ENV, EXIT_OK, TopicReader, by_id, format_lsn, has_ids, insert_rows,
+                     parse_lsn, procs, simple_rows, wait_confirmed, wait_until)
 from harness.faults import (KIND, NO_TIMEOUT, Load, collector, heal_broker, say, seed, sigkill, sized,
                             spare_broker, start_relay, verify_exactly_once, wal_sender_timeout)
+from check_helpers import check_args, run_check
 
 # a transactional producer's messages may not outlive its transactions: both long, for the outages
 EOS = ["--exactly-once", "-X", "transaction.timeout.ms=900000"] + NO_TIMEOUT
@@ -369,3 +370,38 @@ def test_refused_record_is_dead_lettered_in_the_next_transaction(case):
                         relays=[relay])
     conn.close()
     assert relay.stop() == EXIT_OK, relay.log
+
+
+def test_switching_a_slot_between_modes(case):
+    """One slot, at-least-once, then --exactly-once, then at-least-once again,
+    each stopped cleanly (outbox-relay(7), EXACTLY-ONCE INTO KAFKA: "Switching
+    a slot between modes"). The mode is not part of the mapping, so each
+    takes the slot over; --exactly-once resumes after the at-least-once
+    checkpoint (nothing published twice), and the way back starts from the
+    slot. A read_committed consumer sees every row once."""
+    reader = TopicReader(case.kafka.bootstrap, [case.topic_pattern],
+                                 **{"isolation.level": "read_committed"})
+    case.readers.append(reader)
+    conn = case.connect(autocommit=False)
+    ids = []
+
+    def run(label, *args, create_slot=False):
+        relay = case.relay(*args, create_slot=create_slot)
+        c = insert_rows(conn, simple_rows(label, 5))
+        ids.extend(c.work_ids)
+        assert reader.read_until(has_ids(ids), 60), case.logs()
+        wait_confirmed(case, c.lsn_before)
+        assert relay.stop() == EXIT_OK, relay.log
+        return relay
+
+    run("alo-1", create_slot=True)
+    ids.extend(insert_rows(conn, simple_rows("stopped-1", 3)).work_ids)   # while no relay runs
+    eos = run("eos", *EOS)
+    assert "another table set or row mapping" not in eos.log, eos.log
+    rc, out, items = run_check(check_args(case, "--exactly-once"))
+    assert "(exactly-once)" in items['checkpoint of slot "%s"' % case.slot][1], out
+    ids.extend(insert_rows(conn, simple_rows("stopped-2", 3)).work_ids)
+    run("alo-2")
+    assert reader.drain(timeout=30)
+    counts = {k: len(v) for k, v in by_id(reader.records).items()}
+    assert set(counts) == set(ids) and all(n == 1 for n in counts.values()), counts

@@ -220,6 +220,50 @@ def test_past_the_dedup_horizon_needs_yes(case):
     assert rc == EXIT_OK, out
 
 
+def test_debeziums_table_without_a_time_column(case):
+    """Debezium's documented outbox table has no created_at. Redrive by work
+    ID needs no time column: the rows' age is unknown, so like rows past the
+    horizon they go out only with --yes (exit 2 without, nothing published).
+    --since and --until say which column to name or add (exit 3)."""
+    case.query("CREATE TABLE outboxevent (id uuid NOT NULL PRIMARY KEY, aggregatetype "
+               "varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT "
+               "NULL, payload jsonb, tracingspancontext varchar(256))")
+    ids = ["6f1c1b0e-8a55-4a43-9d57-111111111111", "6f1c1b0e-8a55-4a43-9d57-222222222222"]
+    for i, uid in enumerate(ids):
+        case.query("INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload) "
+                   "VALUES (%s, 'order', %s, 'order_received', %s)",
+                   (uid, "order-%d" % i, json.dumps({"n": i})))
+    prefix = case.prefix
+    reader = case.reader([prefix + ".order"])
+    args = ["--preset", "debezium", "-t", "public.outboxevent",
+            "--topic", prefix + ".${aggregatetype}", "--reason=" + REASON]
+    rc, out = redrive(case, "--work-id=" + ids[0], "--work-id=" + ids[1], *args)
+    assert rc == EXIT_USAGE, out
+    assert ('2 of the 2 selected rows are in table "public"."outboxevent", which has no column '
+            '"created_at" (--time-column): when they were written is unknown') in out, out
+    assert "--yes" in out and "nothing was published" in out, out
+    rc, out = redrive(case, "--work-id=" + ids[0], "--work-id=" + ids[1], "--yes", *args)
+    assert rc == EXIT_OK, out
+    assert "2 selected, 2 acknowledged" in out and "their age is unknown" in out, out
+    got = read_redriven(reader, ids)
+    assert sorted(r.header("id") for r in got) == ids, [r.headers for r in got]
+    assert sorted(r.key_text for r in got) == ["order-0", "order-1"]
+
+    rc, out = redrive(case, "--since=2026-01-01T00:00:00Z", "--yes", *args)
+    assert rc == EXIT_ENV, out
+    assert 'table "public"."outboxevent" has no column "created_at" (--time-column)' in out, out
+    assert "--work-id" in out and 'ALTER TABLE "public"."outboxevent" ADD COLUMN created_at ' \
+        "timestamptz, ALTER COLUMN created_at SET DEFAULT clock_timestamp()" in out, out
+    # the fix it names works: rows written from then on have a time
+    case.query('ALTER TABLE "public"."outboxevent" ADD COLUMN created_at timestamptz, '
+               "ALTER COLUMN created_at SET DEFAULT clock_timestamp()")
+    case.query("INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload) "
+               "VALUES (%s, 'order', 'order-2', 'order_received', '{}')",
+               ("6f1c1b0e-8a55-4a43-9d57-333333333333",))
+    rc, out = redrive(case, "--since=2026-01-01T00:00:00Z", *args)
+    assert rc == EXIT_OK and "1 selected, 1 acknowledged" in out, out
+
+
 def test_from_dead_letter_once_the_topic_exists(case):
     """Rows dead-lettered for a missing topic: a redrive before the topic
     exists is refused by Kafka (exit 4), after it is created it publishes the
@@ -290,6 +334,15 @@ def test_from_dead_letter_once_the_topic_exists(case):
     # --kind selects on ce_type; the horizon counts for dead letters too
     rc, out = redrive(case, "--since=" + iso(start - 1000000), "--kind=missing", *dl)
     assert rc == EXIT_OK and "1 selected, 1 acknowledged" in out, out
+    # --error-code selects on outbox_relay_error_code, alone or with the rest
+    code = dead["d-missing"].header("outbox_relay_error_code")
+    rc, out = redrive(case, "--error-code=" + code, *dl)
+    assert rc == EXIT_OK and "1 selected, 1 acknowledged" in out, out
+    assert 'work ID "d-missing"' in out and "d-null-key" not in out, out
+    rc, out = redrive(case, "--work-id=d-null-key", "--error-code=" + code, *dl)
+    assert rc == EXIT_ENV and "within --since, --until, --kind and --error-code" in out, out
+    rc, out = redrive(case, "--error-code=" + code, "--reason=" + REASON)
+    assert rc == EXIT_USAGE and "--error-code selects dead letters" in out, out
     rc, out = redrive(case, "--work-id=d-missing", "--dedup-horizon=1", *dl)
     assert rc == EXIT_USAGE and "deduplication horizon (1 s, --dedup-horizon)" in out, out
 

@@ -14,16 +14,20 @@ with mvn once). If it cannot be had or does not deliver in time the test
 fails with its log; it never skips.
 
 Also what `check` and the relay's startup say about a table that lacks the
-preset's columns.
+preset's columns, or whose payload column is bytea (Debezium's choice for
+Avro or Protobuf bytes), which the relay cannot publish.
 """
 
 import json
 import os
+import re
+import shlex
 import sys
+import threading
 import time
 import uuid
 
-from harness import EXIT_ENV, procs, run_relay
+from harness import EXIT_ENV, docs, procs, run_relay
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "bench"))
@@ -243,3 +247,156 @@ def test_check_and_start_name_the_presets_missing_columns(case):
     code, out = run_relay(["slot", "create"] + args)
     assert code == 0, out
     assert case.pg.slot(case.slot)["plugin"] == "wal2json"
+
+
+def test_bytea_payload_fails_check_and_start(case):
+    """Debezium's table with a bytea payload (its way to carry Avro or
+    Protobuf bytes): wal2json sends bytea as \\x hex text, never JSON, so the
+    first row would stop the relay (exit 4). `check` FAILs naming the type
+    and the fix, the relay refuses to start (exit 3) and creates no slot; a
+    domain over bytea is the same; a text payload passes."""
+    case.query(DEBEZIUM_TABLE.replace("payload jsonb", "payload bytea"))
+    args = ["-d", case.dsn, "-S", case.slot, "-b", case.kafka.bootstrap, "--preset", "debezium",
+            "-t", "public.outboxevent"]
+    code, out = run_relay(["check"] + args)
+    assert code == 3, out
+    lines = {ln.split(":", 1)[0]: ln for ln in out.splitlines()}
+    table = lines.get('FAIL  table "public"."outboxevent"', "")
+    assert 'the payload column "payload" of "public"."outboxevent" is of type bytea' in table, out
+    assert ('ALTER TABLE "public"."outboxevent" ALTER COLUMN "payload" TYPE jsonb '
+            'USING convert_from("payload", \'UTF8\')::jsonb') in table, out
+    assert "Avro or Protobuf" in table and "DEBEZIUM OUTBOX LAYOUT" in table, out
+
+    code, out = run_relay(args + ["--create-slot"])
+    assert code == EXIT_ENV, out
+    assert "is of type bytea" in out, out
+    assert case.pg.slot(case.slot) is None
+
+    case.query("CREATE DOMAIN avro_bytes AS bytea; "
+               "ALTER TABLE outboxevent ALTER COLUMN payload TYPE avro_bytes")
+    code, out = run_relay(["check"] + args)
+    assert code == 3 and "is of type avro_bytes" in out and "Avro or Protobuf" in out, out
+    case.query("ALTER TABLE outboxevent ALTER COLUMN payload TYPE uuid USING NULL")
+    code, out = run_relay(["check"] + args)
+    assert code == 3 and "is of type uuid, whose text is not a JSON document" in out, out
+    assert 'TYPE jsonb USING to_jsonb("payload")' in out, out
+
+    case.query("ALTER TABLE outboxevent ALTER COLUMN payload TYPE text")
+    code, out = run_relay(["check"] + args)
+    assert 'PASS  table "public"."outboxevent"' in out, out
+
+
+def guide_cut_over_command():
+    """Step 1 of outbox-relay(7)'s "Switching from Debezium", as written: its
+    arguments after `outbox-relay`."""
+    text = docs.unescape(docs.section("outbox-relay.7", "DEBEZIUM OUTBOX LAYOUT"))
+    blocks = [b for b in re.findall(r"```\n(.*?)```", text, re.S) if "--after-slot" in b]
+    assert len(blocks) == 1, blocks
+    return shlex.split(blocks[0].replace("\\\n", " "))[1:]
+
+
+def test_cut_over_steps_as_written(case):
+    """The guide's migration steps, with a held-back logical slot standing in
+    for Debezium's (its connector confirms late, like this one) and an
+    outbox emptied by insert-then-delete: step 1 waits while the old slot is
+    behind, says when it may stop once it has caught up, and the relay
+    started as step 3 says publishes what is committed after."""
+    case.query(DEBEZIUM_TABLE)
+    old = case.slot + "_dbz"
+    case.query("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (old,))
+    try:
+        # Debezium's habit: the row is deleted as soon as it is written
+        case.query("INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload) VALUES "
+                   "(gen_random_uuid(), 'order', 'o-1', 'order_received', '{}'); "
+                   "DELETE FROM outboxevent")
+        argv = guide_cut_over_command()
+        assert argv[:2] == ["slot", "create"] and "--after-slot=debezium" in argv, argv
+        ours = {"-d": case.dsn, "-b": case.kafka.bootstrap}
+        args = [ours.get(prev, a) if prev in ours else a for prev, a in zip([""] + argv, argv)]
+        args = [a.replace("--after-slot=debezium", "--after-slot=" + old) for a in args]
+        args += ["-S", case.slot, "--topic", case.prefix + ".${aggregatetype}"]
+        result = {}
+        step1 = threading.Thread(target=lambda: result.update(
+            zip(("rc", "out"), run_relay(args, timeout=120))))
+        step1.start()
+        procs.wait_until(lambda: case.pg.slot(case.slot), 30, what="the relay's slot")
+        assert step1.is_alive(), result   # waiting for "Debezium"
+        # "Debezium" catches up
+        case.query("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (old,))
+        step1.join(120)
+        assert result["rc"] == 0 and "Stop the old consumer now" in result["out"], result
+        # step 2 stops Debezium (nothing to do here); step 3: the relay, same options
+        reader = case.reader([case.prefix + ".order"])
+        start = [a for prev, a in zip([""] + argv[2:], argv[2:])
+                 if a not in ours and prev not in ours and not a.startswith("--after-slot")]
+        assert start == ["--preset=debezium", "-t", "public.outboxevent"], start
+        relay = case.relay(*start, "--topic", case.prefix + ".${aggregatetype}", create_slot=False)
+        case.query("INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, payload) VALUES "
+                   "(gen_random_uuid(), 'order', 'o-2', 'order_received', '{}'); "
+                   "DELETE FROM outboxevent")
+        assert reader.read_until(lambda recs: any(r.key_text == "o-2" for r in recs), 30), \
+            case.logs()
+        assert relay.stop() == 0, relay.log
+        assert [r.key_text for r in reader.records] == ["o-2"]
+    finally:
+        case.pg.drop_slot(old)   # step 4
+
+
+def test_cut_over_from_a_running_debezium_loses_no_row(case):
+    """The cut-over with the real thing, the application writing the whole
+    time (and deleting each row as it writes it, Debezium's habit): slot
+    create --after-slot waits until Debezium's slot has confirmed past the
+    relay's consistent point, Debezium is stopped only then, the relay
+    started after it. Every row written reaches Kafka from one or the
+    other (some from both: consumers deduplicate on id)."""
+    case.query(DEBEZIUM_TABLE)
+    kind = case.prefix + "-Order"
+    dbz_slot = "dbz_" + case.slot
+    worker = start_debezium(case, dbz_slot)
+    reader = case.reader(topics=["^outbox\\.event\\.%s" % kind.replace("-", "\\-")])
+    written, stop = [], threading.Event()
+
+    def write():
+        conn = case.connect(autocommit=True)
+        cur = conn.cursor()
+        while not stop.is_set():
+            i = str(uuid.uuid4())
+            cur.execute("BEGIN; INSERT INTO outboxevent (id, aggregatetype, aggregateid, type, "
+                        "payload) VALUES (%s, %s, 'order-1', 'OrderCreated', '{}'); DELETE FROM "
+                        "outboxevent WHERE id = %s; COMMIT", (i, kind, i))
+            written.append(i)
+            stop.wait(0.02)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    relay = None
+    try:
+        # Debezium streams
+        assert reader.read_until(lambda recs: bool(recs) or not worker.alive, DEBEZIUM_DEADLINE_S), \
+            worker.log_tail()
+        assert worker.alive, worker.log_tail()
+        t0 = time.monotonic()
+        rc, out = run_relay(["slot", "create", "-d", case.dsn, "-S", case.slot, "-b",
+                             case.kafka.bootstrap, "--preset", "debezium", "-t",
+                             "public.outboxevent", "--after-slot=" + dbz_slot,
+                             "--after-slot-timeout=60"], timeout=90)
+        waited = time.monotonic() - t0
+        assert rc == 0 and "Stop the old consumer now" in out, (out, worker.log_tail())
+        worker.stop()
+        relay = start_relay(case)
+        n = len(written)
+        procs.wait_until(lambda: len(written) >= n + 20, 30, what="rows after the relay's start")
+        stop.set()
+        writer.join(10)
+        assert reader.read_until(lambda recs: set(written) <= {
+            r.header("id") for r in recs}, 60), (
+            "rows published by neither: %s\n%s" % (
+                sorted(set(written) - {r.header("id") for r in reader.records})[:10], case.logs()))
+        case.metric("debezium_cut_over_wait_s", "%.1f" % waited, "s")
+        assert relay.stop() == 0, relay.log
+    finally:
+        stop.set()
+        writer.join(10)
+        if worker.alive:
+            worker.stop()
+        drop_slot_when_idle(case, dbz_slot)

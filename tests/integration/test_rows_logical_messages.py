@@ -10,16 +10,20 @@ envelope.
 - A rolled-back message is never published; a non-transactional one never
   either (it survives a rollback): counted in
   outbox_relay_nontransactional_messages_total and logged with its LSN,
-  once however many come at once. Messages of other prefixes never reach the
-  relay (wal2json's add-msg-prefixes).
+  once however many come at once. Messages of other prefixes are counted as
+  ignored records.
+- A transactional message of a prefix that looks like an outbox's (it
+  contains "outbox", or outbox_emit() of the database writes it) and is not
+  --message-prefix stops the relay (exit 4) before the slot passes it, naming
+  the prefix, the LSN and the fix; --ignore-message-prefix passes it over.
 - A malformed envelope stops the relay (exit 4) naming the message's LSN
   (the one pg_logical_emit_message() returned), or goes to the dead-letter
   topic.
 - Messages keep their place among the rows of their transaction.
 - The prefix is part of the relay's mapping: a relay with another prefix
   refuses the slot.
-- `check` probes add-msg-prefixes and whether outbox_emit() writes the
-  prefix; outbox_emit() refuses at the writer what the relay would refuse.
+- `check` FAILs when outbox_emit() writes a prefix other than the relay's;
+  outbox_emit() refuses at the writer what the relay would refuse.
 """
 
 import json
@@ -119,14 +123,14 @@ def test_non_transactional_message_is_counted_and_logged_never_published(case):
     # many at once: one log line
     in_transaction(conn, [("SELECT count(pg_logical_emit_message(false, %s, %s)) "
                            "FROM generate_series(1, 49)", (PREFIX, ghost))])
-    # another prefix, transactional or not: the walsender does not even send them
+    # another application's prefix, transactional or not: ignored (and counted), never published
     in_transaction(conn, [raw_message_sql(ghost, transactional=False, prefix="other-app"),
                           raw_message_sql(ghost, transactional=True, prefix="other-app")])
     after, _ = in_transaction(conn, [emit_sql("after", "order_received", ORDER)])
     assert read_while_alive(reader, relay, has_ids(["after"]), 30), case.logs()
     samples = wait_metric(port, "outbox_relay_nontransactional_messages_total", lambda v: v >= 50)
     assert samples["outbox_relay_nontransactional_messages_total"] == 50, samples
-    assert samples["outbox_relay_ignored_records_total"] == 0, samples
+    assert samples["outbox_relay_ignored_records_total"] == 2, samples
     lines = log_lines(relay.log, "not publishing the non-transactional logical message")
     assert len(lines) == 1, relay.log
     assert 'with prefix "%s" at LSN %s:' % (PREFIX, first_lsn) in lines[0], (first_lsn, lines)
@@ -271,25 +275,80 @@ def test_a_relay_with_another_prefix_refuses_the_slot(case):
     assert same.stop() == EXIT_OK, same.log
 
 
-def test_check_probes_the_prefix(case):
+def test_check_compares_the_prefix_with_the_kits(case):
     rc, out, items = run_check(check_args(case, "--message-prefix", PREFIX))
     status, text = items["message prefix"]
     assert status == "PASS", out
-    assert "wal2json takes add-msg-prefixes" in text and "outbox_emit() writes it" in text, out
+    assert "outbox_emit() writes it" in text, out
     # outbox_emit() of this database writes another prefix: nothing would be published
     rc, out, items = run_check(check_args(case, "--message-prefix", "billing"))
     status, text = items["message prefix"]
-    assert status == "WARN", out
-    assert 'writes prefix "%s"' % PREFIX in text and "--message-prefix=%s" % PREFIX in text, out
+    assert status == "FAIL" and rc != 0, out
+    assert 'writes prefix "%s"' % PREFIX in text and 'publishes "billing"' in text, out
+    assert "--message-prefix=%s" % PREFIX in text and "-v message_prefix=billing" in text, out
+    # ... unless this relay was told to pass it over: then said plainly
+    rc, out, items = run_check(check_args(case, "--message-prefix", "billing",
+                                          "--ignore-message-prefix", PREFIX))
+    assert items["message prefix"][0] == "WARN", out
+    assert "passes over unpublished" in items["message prefix"][1], out
+    # no --message-prefix: the kit's prefix is named, with what the relay does with it
+    rc, out, items = run_check(check_args(case))
+    assert items["message prefix"][0] == "PASS", out
+    assert 'writes prefix "%s"' % PREFIX in items["message prefix"][1], out
+    assert "stops (exit 4)" in items["message prefix"][1], out
     # no outbox_emit() at all
     case.query("DROP FUNCTION outbox_emit(text, text, jsonb, text, jsonb); "
                "DROP FUNCTION outbox_message_prefix()")
     rc, out, items = run_check(check_args(case, "--message-prefix", PREFIX))
     assert items["message prefix"][0] == "WARN", out
     assert "outbox_emit() of sql/outbox.sql is not in database" in items["message prefix"][1], out
-    # without the option, no such item
+    # without the option and without the kit, no such item
     rc, out, items = run_check(check_args(case))
     assert "message prefix" not in items, out
+
+
+# (the relay's extra options, the kit's prefix or None to keep sql/outbox.sql's, the prefix written)
+FOREIGN_PREFIXES = [
+    (["--message-prefix", "billing"], None, PREFIX),   # the kit's default, another relay prefix
+    ([], None, PREFIX),                                # the kit's, and no --message-prefix at all
+    ([], None, "Orders-Outbox.v2"),                    # contains "outbox", whatever the case
+    ([], "billing", "billing"),                        # the kit's own prefix, however named
+    (["--plugin", "pgoutput"], None, PREFIX),          # pgoutput's messages, the same way
+]
+
+
+@pytest.mark.parametrize("extra,kit,prefix", FOREIGN_PREFIXES,
+                         ids=["relay-billing", "no-prefix", "contains-outbox", "kit-billing",
+                              "pgoutput"])
+def test_message_of_an_outbox_prefix_not_the_relays_stops_the_relay(case, extra, kit, prefix):
+    """A transactional message that looks like an outbox's and is not the
+    relay's prefix is never passed over silently: the slot would move past
+    it and no table row would be left to redrive. The relay stops (exit 4)
+    naming the prefix, the message's LSN and both fixes, and confirms
+    nothing from that transaction on; --ignore-message-prefix passes it over."""
+    if kit:
+        case.query("CREATE OR REPLACE FUNCTION outbox_message_prefix() RETURNS text "
+                   "LANGUAGE sql IMMUTABLE RETURN '%s'" % kit)
+    reader = case.reader()
+    relay = case.relay(*extra)
+    conn = case.connect(autocommit=False)
+    ghost = envelope(work_id="lost", kind="order_received", payload="{}")
+    bad, (msg_lsn,) = in_transaction(conn, [raw_message_sql(ghost, prefix=prefix)])
+    line = stops_unpublishable(relay)
+    assert 'logical message with prefix "%s"' % prefix in line, line
+    assert "at LSN %s " % msg_lsn in line, (msg_lsn, line)
+    assert "--message-prefix=%s --accept-config-change" % prefix in line, line
+    assert "--ignore-message-prefix=%s" % prefix in line, line
+    if kit:
+        assert "outbox_emit() in database" in line, line
+    assert_not_confirmed_past(case, bad)
+    # the operator's other answer: another application writes it
+    again = case.relay(*extra, "--ignore-message-prefix", prefix, create_slot=False)
+    after, _ = in_transaction(conn, [enqueue_sql("after", "order_received", ORDER)])
+    assert read_while_alive(reader, again, has_ids(["after"]), 30), case.logs()
+    wait_confirmed(case, after.lsn_before)
+    assert again.stop() == EXIT_OK, again.log
+    assert set(by_id(reader.records)) == {"after"}
 
 
 @pytest.mark.parametrize("args,sqlstate", [

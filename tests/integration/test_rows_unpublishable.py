@@ -135,6 +135,9 @@ def test_null_payload_as_tombstone_when_asked(case):
     assert rec.value is None, "tombstone expected, value is %r" % rec.value
     assert rec.key == b"tomb-1"
     assert rec.header("ce_id") == "tomb-1"
+    # no data, so nothing for a content-type to describe; a record with a value has one
+    assert "content-type" not in rec.header_names, rec.headers
+    assert by_id(reader.records)["after-tomb-0"][0].header("content-type") == "application/json"
     wait_confirmed(case, parse_lsn(rec.header("ce_pglsn")))
     assert relay.stop() == EXIT_OK, relay.log
 

@@ -6,6 +6,7 @@ drop refused without --yes and while the slot is active, and the figures of
 
 import json
 import re
+import threading
 import time
 
 import harness
@@ -212,3 +213,90 @@ def test_a_killed_create_leaves_no_slot(case):
         conn.close()
     rc, out = slot_cmd(case, "create")
     assert rc == EXIT_OK, out
+
+
+def lagging_slot(case):
+    """A second logical slot nobody consumes: Debezium's, held back."""
+    old = case.slot + "_dbz"
+    case.query("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (old,))
+    return old
+
+
+def test_create_after_a_lagging_slot_waits_for_it(case):
+    """Cutting over from Debezium: rows committed before the new slot's
+    consistent point are Debezium's to publish, and its slot is confirmed
+    only up to where it got. `slot create --after-slot` waits until that
+    slot has confirmed past the consistent point, and says when the old
+    consumer may stop; `check --after-slot` FAILs until then. A slot that
+    never catches up ends the wait with exit 3, naming both LSNs and the fix,
+    the new slot kept."""
+    from check_helpers import check_args, run_check
+
+    old = lagging_slot(case)
+    try:
+        conn = case.connect(autocommit=False)
+        insert_rows(conn, simple_rows("gap", 3))   # committed after the old slot's position
+        behind = case.pg.slot(old)["confirmed_flush_lsn"]
+        rc, out = slot_cmd(case, "create", "--after-slot=" + old, "--after-slot-timeout=1")
+        assert rc == EXIT_ENV, out
+        mine = case.slot_info()
+        assert mine is not None, "the new slot must stay"
+        m = re.search(r'slot "%s" \(plugin test_decoding, held by no process: its consumer is not '
+                      r'running, start it again\) is confirmed up to LSN %s, (\d+) bytes before the new '
+                      r'slot "%s"\'s consistent point %s' % (old, LSN, case.slot, LSN), out)
+        assert m, out
+        assert parse_lsn(m.group(1)) == behind, (out, behind)
+        assert parse_lsn(m.group(3)) == mine["confirmed_flush_lsn"], (out, mine)
+        assert "heartbeat.interval.ms" in out and "check --after-slot=%s" % old in out, out
+        assert "the old consumer may stop" not in out.lower(), out
+
+        item = 'cut-over from slot "%s"' % old
+        rc, out, items = run_check(check_args(case, "--after-slot=" + old))
+        assert rc == EXIT_ENV and items[item][0] == "FAIL", out
+        assert "published by neither" in items[item][1], out
+
+        # again, and this time the old consumer catches up while the command waits
+        assert case.pg.drop_slot(case.slot)
+        result = {}
+        waiter = threading.Thread(target=lambda: result.update(
+            zip(("rc", "out"), slot_cmd(case, "create", "--after-slot=" + old,
+                                        "--after-slot-timeout=60", timeout=90))))
+        waiter.start()
+        wait_until(lambda: case.slot_info(), 30, what="the new slot")
+        assert waiter.is_alive(), result
+        case.query("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (old,))
+        waiter.join(90)
+        assert result["rc"] == EXIT_OK, result["out"]
+        assert re.search(r'slot "%s" is confirmed up to %s, past the consistent point %s of slot "%s"'
+                         % (old, LSN, LSN, case.slot), result["out"]), result["out"]
+        assert "Stop the old consumer now" in result["out"], result["out"]
+        rc, out, items = run_check(check_args(case, "--after-slot=" + old))
+        assert items[item][0] == "PASS" and "may stop" in items[item][1], out
+    finally:
+        case.pg.drop_slot(old)
+
+
+def test_create_warns_of_another_consumer_that_deletes_its_rows(case):
+    """Debezium's insert-then-delete leaves the outbox empty, so the count of
+    rows already there cannot warn of anything: `slot create` without
+    --after-slot names the database's other logical slots instead, and says
+    the empty table means nothing; so does the relay's own --create-slot."""
+    old = lagging_slot(case)
+    try:
+        case.query("INSERT INTO outbox (work_id, kind, payload) VALUES ('x', 'k', '{}'); "
+                   "DELETE FROM outbox")
+        wait_until(lambda: case.scalar("SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = "
+                                       "'outbox'") > 0, 30, what="the insert in the statistics")
+        rc, out = slot_cmd(case, "create")
+        assert rc == EXIT_OK, out
+        assert "already holds" not in out, out
+        assert 'has other logical slots ("%s")' % old in out, out
+        assert "it is empty, yet rows were inserted into it" in out and "--after-slot" in out, out
+        # the relay's own --create-slot says the same
+        assert case.pg.drop_slot(case.slot)
+        relay = case.relay()
+        assert 'has other logical slots ("%s")' % old in relay.log, relay.log
+        assert "it is empty, yet rows were inserted into it" in relay.log, relay.log
+        assert relay.stop() == EXIT_OK, relay.log
+    finally:
+        case.pg.drop_slot(old)

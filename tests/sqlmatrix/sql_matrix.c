@@ -232,6 +232,17 @@ static int p_existing_rows(struct ctx *x)
         return 0;
 }
 
+static int p_kit_prefix(struct ctx *x)
+{
+        char prefix[CONFIG_MESSAGE_PREFIX_MAX + 1], err[1024];
+        int r = preflight_kit_prefix(x->c, prefix, sizeof(prefix), err, sizeof(err));
+
+        /* the database holds sql/outbox.sql, loaded with its default prefix */
+        EXPECT(x, r == 1 && strcmp(prefix, "outbox") == 0, "%d \"%s\": %s", r, prefix, err);
+        detail(x, "outbox_message_prefix() is \"%s\"", prefix);
+        return 0;
+}
+
 static int create(struct ctx *x, const char *slot, const char *plugin, bool temporary, int *ret_rc,
                   char *state, char *err, size_t errlen)
 {
@@ -256,6 +267,28 @@ static int timeout_restored(struct ctx *x)
                                                                          : PQresultErrorMessage(r));
         PQclear(r);
         return ok ? 0 : -1;
+}
+
+/* Another logical slot is named; --after-slot's is not. */
+static int p_other_consumers(struct ctx *x)
+{
+        struct relay_config after = x->conf;
+        char other[64], buf[1536], err[1024], state[6] = "";
+        int rc;
+
+        snprintf(other, sizeof(other), "%.50s_other", x->conf.slot);
+        create(x, other, "test_decoding", false, &rc, state, err, sizeof(err));
+        EXPECT(x, rc == 0, "creating \"%s\": %d: %s", other, rc, err);
+        preflight_other_consumers(x->c, &x->conf, 0, 0x1000, buf, sizeof(buf));
+        after.after_slot = other;
+        preflight_other_consumers(x->c, &after, 0, 0x1000, err, sizeof(err));
+        if (drop_slot(x, other) < 0)
+                return -1;
+        EXPECT(x, strstr(buf, "has other logical slots (") && strstr(buf, other) &&
+                  strstr(buf, "before 0/1000"), "%s", buf);
+        EXPECT(x, !strstr(err, other), "--after-slot's slot named: %s", err);
+        detail(x, "\"%s\" named, not when it is --after-slot's", other);
+        return 0;
 }
 
 static int p_create_temporary(struct ctx *x)
@@ -819,6 +852,7 @@ static const struct probe probes[] = {
         {"preflight_check_table", p_check_table},
         {"preflight_check_header_columns", p_check_header_columns},
         {"preflight_existing_rows", p_existing_rows},
+        {"preflight_kit_prefix", p_kit_prefix},
         {"preflight_create_slot (test_decoding, temporary)", p_create_temporary},
         /* before any probe that makes the server raise an error: that drops the session's
          * temporary slots */
@@ -828,6 +862,7 @@ static const struct probe probes[] = {
         {"preflight_create_slot (wal2json)", p_create_wal2json},
         {"preflight_read_slot", p_read_slot},
         {"preflight_read_slot (missing)", p_read_slot_missing},
+        {"preflight_other_consumers", p_other_consumers},
         {"preflight_slot_verdict and preflight_slot_explain", p_slot_verdict},
         {"preflight_slot_blockers", p_slot_blockers},
         {"preflight_watch", p_watch},

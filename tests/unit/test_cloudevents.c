@@ -57,6 +57,15 @@ static void test_record_headers(void)
         CHECK_STR(h[2].name, "ce_source");
         CHECK_STR(h[3].name, "content-type");
         CHECK_STR(h[4].name, "tenant");
+        /* a tombstone carries no content-type: there is no data to describe */
+        struct w2j_value null = {NULL, 0, true, false};
+
+        row.payload = &null;
+        n = ce_record_headers(&row, "src", NULL, NULL, NULL, h, 16);
+        CHECK_INT(n, 5);
+        CHECK_STR(h[2].name, "ce_source");
+        CHECK_STR(h[3].name, "tenant");
+        row.payload = &id;
         /* too few: nothing written past @cap */
         CHECK_INT(ce_record_headers(&row, "src", NULL, NULL, NULL, h, CE_HEADERS_MAX + 1), 0);
 }

@@ -58,7 +58,8 @@ static void test_row_headers(void)
         struct w2j_value id = {"order-103-ack", 13, false, false}, type = {"order_received", 14,
                                                                            false, false};
         struct record_header own[1] = {{"traceparent", "00-ab-cd-01", 11}};
-        struct outbox_row row = {.id = &id, .key = &id, .type = &type, .headers = own, .nheaders = 1};
+        struct outbox_row row = {.id = &id, .key = &id, .payload = &id, .type = &type, .headers = own,
+                                 .nheaders = 1};
         struct producer_header h[16];
         size_t n;
 
