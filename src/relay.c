@@ -282,7 +282,7 @@ static void end_session(struct relay *r)
                 relay_eos_abort(r);
         /* Until everything is acknowledged, and verified and checkpointed so that it can be confirmed. */
         while (r->streaming && (ledger_outstanding(r->ledger) > 0 ||
-                                relay_confirmable_lsn(r) < ledger_flush_lsn(r->ledger)) &&
+                                relay_confirmable_lsn(r) < relay_eos_stop_target(r, ledger_flush_lsn(r->ledger))) &&
                relay_mono_ms() < deadline && r->failure == failure) {
                 if (relay_wait(r, (int)(deadline - relay_mono_ms()), RELAY_WAIT_READ) < 0 ||
                     read_stream(r, true) < 0)

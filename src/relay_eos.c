@@ -684,6 +684,13 @@ int relay_eos_flush(struct relay *r)
                       ledger_in_transaction(r->ledger) ? x->part_rows : 0);
 }
 
+uint64_t relay_eos_stop_target(const struct relay *r, uint64_t flush)
+{
+        if (!relay_eos_on(r))
+                return flush;
+        return r->eos.last_end < flush ? r->eos.last_end : flush;
+}
+
 void relay_eos_checkpoint(struct relay *r, uint64_t target)
 {
         struct relay_eos *x = &r->eos;

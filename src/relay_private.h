@@ -615,6 +615,15 @@ int64_t relay_eos_idle_due_ms(const struct relay *r);
 
 /* relay_eos_flush() - a requested stop: commit what is open. 0 or -EIO. */
 int relay_eos_flush(struct relay *r);
+/*
+ * relay_eos_stop_target() - the LSN a stopping relay waits to confirm, given
+ * the ledger's flush LSN @flush: @flush itself without --exactly-once; with
+ * it, no further than the end of the newest PostgreSQL transaction whose
+ * rows are all in a committed or committing Kafka transaction, since a
+ * stopping relay commits no new checkpoint (inside a split PostgreSQL
+ * transaction the ledger can be ahead of anything a checkpoint may claim).
+ */
+uint64_t relay_eos_stop_target(const struct relay *r, uint64_t flush);
 
 /* relay_eos_abort() - abort what is open (its records are produced again). 0 or -EIO. */
 int relay_eos_abort(struct relay *r);
