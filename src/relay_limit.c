@@ -134,8 +134,18 @@ bool relay_too_large_alone(const struct relay *r, const struct producer_msg *m, 
 static int read_one(struct relay *r, struct relay_topic_limit *e, char *err, size_t errlen)
 {
         int64_t bytes = 0;
-        int ret = producer_topic_max_bytes(r->prod, e->name, r->limits.read_ms ? r->limits.read_ms :
-                                           RELAY_LIMIT_READ_MS, &bytes, err, errlen);
+        int ms = r->limits.read_ms ? r->limits.read_ms : RELAY_LIMIT_READ_MS;
+        int ret;
+
+        /*
+         * While streaming, no longer than a status interval: the loop does not
+         * turn meanwhile, and a broker that does not answer (frozen, far away)
+         * must not cost the walsender its wal_sender_timeout. A limit not read
+         * in time is left to a refusal, like one the relay may not read.
+         */
+        if (r->streaming && r->fb.interval_ms > 0 && r->fb.interval_ms < ms)
+                ms = (int)r->fb.interval_ms;
+        ret = producer_topic_max_bytes(r->prod, e->name, ms, &bytes, err, errlen);
 
         e->read = true;
         if (ret == 0)

@@ -443,8 +443,9 @@ void relay_refused_batch(struct relay *r, const struct producer_msg *m);
 
 /*
  * relay_fit_topic() - before a record of @topic is produced. The first time:
- * read its limit (DescribeConfigs, blocking up to RELAY_LIMIT_READ_MS after
- * a standby status update; a topic that does not exist yet or a limit that
+ * read its limit (DescribeConfigs, blocking up to RELAY_LIMIT_READ_MS, and
+ * while streaming no longer than the status interval, after a standby status
+ * update; a topic that does not exist yet or a limit that
  * cannot be read is left to a refusal, said once) and, when it is below the
  * producer's batch for it, fit it: a lane of its own in the default mode;
  * under --exactly-once a retry (no error line), so that the open Kafka
