@@ -617,18 +617,24 @@ static void retry_checkpoint(struct relay *r)
         /*
          * The read blocks for a status interval at first (the server hears
          * from the relay before it), twice as long after each read that ran
-         * out of time, up to CHECKPOINT_READ_MS: a read (a new consumer, the
+         * out of time, up to two intervals (below): a read (a new consumer, the
          * topic's settings, its watermarks, the newest records) can need more
          * than one interval on a busy broker, and a cap that never lets it
          * finish would leave the relay confirming nothing for good.
          */
         timeout = (r->fb.interval_ms > 0 ? r->fb.interval_ms : 1000) << w->ckpt_retries;
+        /*
+         * Never past two status intervals: the interval is under half of
+         * wal_sender_timeout, so the walsender outlives the blocked read.
+         */
+        if (timeout > 2 * r->fb.interval_ms && r->fb.interval_ms > 0)
+                timeout = 2 * r->fb.interval_ms;
         if (timeout > CHECKPOINT_READ_MS)
                 timeout = CHECKPOINT_READ_MS;
         relay_send_status(r);
         ret = read_newest(r, (int)timeout, &c, &found, &no_topic, err, sizeof(err));
         if (ret == -EAGAIN) {
-                if (timeout < CHECKPOINT_READ_MS)
+                if (w->ckpt_retries < 8)
                         w->ckpt_retries++;
                 log_debug("cannot read the newest checkpoint of slot \"%s\" within %" PRId64 " ms (%s): "
                           "trying again in %d ms", r->conf->slot, timeout, err, CHECKPOINT_RETRY_MS);
