@@ -210,10 +210,14 @@ class Base:
     def log(self, tag):
         return os.path.join(self.ctx.workdir, "%s-%s.log" % (self.key, tag))
 
+    def make_slot(self, tag):
+        """A fresh slot for workload tag, made as this contestant's users make it."""
+        workload.create_slot(self.ctx.pg, self.slot, self.plugin)
+
     def prepare_backlog(self, tag):
         """Before the rows are loaded: a fresh slot (and topic) for this contestant."""
         if self.plugin:
-            workload.create_slot(self.ctx.pg, self.slot, self.plugin)
+            self.make_slot(tag)
         if self.writes_kafka:
             self.ctx.create_topic(self.topic(tag))
 
@@ -425,7 +429,7 @@ class _ToKafka(Base):
     def steady(self, tag, rates, duration):
         ctx = self.ctx
         topic = self.topic(tag)
-        workload.create_slot(ctx.pg, self.slot, self.plugin)
+        self.make_slot(tag)
         ctx.create_topic(topic)
         child = self.spawn(tag, topic)
         consumer = None
@@ -461,13 +465,28 @@ class Relay(_ToKafka):
         # checkpoint written with another row mapping (--accept-config-change).
         return ["--checkpoint-topic", "%s.%s.%s.checkpoints" % (self.ctx.run_id, tag, self.key)]
 
+    def common_args(self, tag):
+        return ["-d", self.ctx.pg.conninfo(workload.DBNAME), "-S", self.slot, "-t", "public.outbox",
+                "-b", self.ctx.kafka.bootstrap] + self.extra_args(tag)
+
+    def make_slot(self, tag):
+        """`outbox-relay slot create`, as the guide says: it also writes the
+        slot's first checkpoint, without which a relay with --exactly-once
+        refuses a slot it did not create itself (it cannot tell a new slot
+        from one whose checkpoints were lost)."""
+        workload.drop_slot(self.ctx.pg, self.slot)
+        cp = subprocess.run([self.ctx.relay_bin, "slot", "create"] + self.common_args(tag),
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if cp.returncode != 0:
+            raise RuntimeError("%s: slot create exited with %s\n%s%s"
+                               % (self.label, cp.returncode, cp.stdout, cp.stderr))
+
     def spawn(self, tag, topic):
         ctx = self.ctx
         # the default template is outbox.${kind}; only the prefix differs
         template = topic[:-len(workload.KIND)] + "${kind}"
-        argv = [ctx.relay_bin, "-d", ctx.pg.conninfo(workload.DBNAME), "-S", self.slot,
-                "-t", "public.outbox", "-b", ctx.kafka.bootstrap, "--topic", template,
-                "-s", "%g" % ctx.status_interval] + self.extra_args(tag)
+        argv = [ctx.relay_bin] + self.common_args(tag) + ["--topic", template,
+                                                          "-s", "%g" % ctx.status_interval]
         if ctx.profile:
             # perf stays the parent; the relay's CPU is counted with perf's own.
             # DWARF call graphs: libc and librdkafka have no frame pointers.
