@@ -3,8 +3,8 @@
  * Telling the service manager how the relay is doing, over systemd's
  * notification protocol (sd_notify(3): READY=1, STATUS=, STOPPING=1,
  * RELOADING=1, WATCHDOG=1 as datagrams to $NOTIFY_SOCKET), with Debian's
- * libsystemd. Built without libsystemd (meson -Dsystemd=disabled, or no
- * libsystemd-dev), every function does nothing and returns 0, and meson
+ * libsystemd. Built where meson finds no libsystemd (no libsystemd-dev),
+ * every function does nothing and returns 0, and meson
  * installs the unit with Type=exec instead of Type=notify. Knows nothing of
  * the relay: the caller says what its state is and when its loop turns.
  */
