@@ -491,14 +491,14 @@ class Relay(_ToKafka):
             # perf stays the parent; the relay's CPU is counted with perf's own.
             # DWARF call graphs: libc and librdkafka have no frame pointers.
             argv = ["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,8192", "-o",
-                    os.path.join(ctx.workdir, "relay-%s.perf.data" % tag), "--"] + argv
+                    os.path.join(ctx.workdir, "%s-%s.perf.data" % (self.key, tag)), "--"] + argv
         return Child(argv, self.log(tag))
 
     def profile_report(self, tag, lines=28):
         """Where the relay spent CPU on workload tag (--profile): the symbols
         with the most inclusive time (unresolved addresses left out), then the
         most self time."""
-        data = os.path.join(self.ctx.workdir, "relay-%s.perf.data" % tag)
+        data = os.path.join(self.ctx.workdir, "%s-%s.perf.data" % (self.key, tag))
         if not os.path.exists(data):
             return None
         out = []

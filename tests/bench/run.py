@@ -563,11 +563,11 @@ def main(argv=None):
                     traceback.print_exc()
                     r = contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
                 p.cleanup()
-                if args.profile and key == "relay":
+                if args.profile and isinstance(p, contestants.Relay):
                     report = p.profile_report(wl)
                     if report:
-                        notes.append("perf profile of the relay, %s backlog:\n%s"
-                                     % (wl, report))
+                        notes.append("perf profile of %s, %s backlog:\n%s"
+                                     % (p.label, wl, report))
                 results[wl][key] = r
                 print("bench: %s %s: %s" % (wl, key, json.dumps(r)), flush=True)
                 if not r.get("ok"):
