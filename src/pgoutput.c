@@ -17,6 +17,8 @@
 #define PG_EPOCH_US (INT64_C(946684800) * 1000000)
 /* A held message: its length and XLogData start, then its bytes and one spare byte. */
 #define ENTRY_HDR (sizeof(uint32_t) + sizeof(uint64_t))
+/* Bytes of the stdio buffer of a transaction's file (writing it and reading it back). */
+#define PGO_FILE_BUFFER ((size_t)256 * 1024)
 /* Memory kept for the next transaction after a larger one was handed out. */
 #define BUF_KEEP ((size_t)256 * 1024)
 
@@ -615,6 +617,11 @@ static int hold(struct pgo_decoder *d, const char *data, size_t len, uint64_t da
                         close(fd);
                         return fail(d, -EIO, "cannot open the transaction's file: %s", strerror(errno));
                 }
+                /*
+                 * stdio's default buffer is st_blksize (4 KiB): one write(2) per 4 KiB
+                 * of a transaction of hundreds of MB, and as many read(2)s handing it out.
+                 */
+                setvbuf(d->file, NULL, _IOFBF, PGO_FILE_BUFFER);
         }
         if (fwrite(&len32, sizeof(len32), 1, d->file) != 1 ||
             fwrite(&data_start, sizeof(data_start), 1, d->file) != 1 ||
