@@ -163,9 +163,12 @@ static const struct opt_def opt_defs[] = {
          "standby status update interval", 0,
          "Lowered to under half the server's wal_sender_timeout; updates also go out soon "
          "after the confirmed LSN moves and whenever the server asks."},
-        {"max-inflight-messages", 0, OPT_INT, OFF(max_inflight_messages), "20000", 1, 10000000, "N",
+        {"max-inflight-messages", 0, OPT_INT, OFF(max_inflight_messages), "5000", 1, 10000000, "N",
          "messages handed to Kafka and not yet acknowledged, at most", 0,
-         "At the bound the relay stops reading the stream until acknowledgements come back."},
+         "At the bound the relay stops reading the stream until acknowledgements come back. "
+         "Throughput is at most this many messages per acknowledgement round trip: enough for "
+         "a broker in the same region (measured on loopback: as fast as 20,000, at 20 MB "
+         "resident instead of 35 to 45); raise it for a broker hundreds of ms away."},
         {"max-inflight-bytes", 0, OPT_INT, OFF(max_inflight_bytes), "16777216", 1024,
          INT64_C(1) << 40, "BYTES",
          "bytes of keys, values and headers not yet acknowledged, at most", 0,

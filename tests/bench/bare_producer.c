@@ -199,7 +199,7 @@ static void bp_usage(FILE *out)
                 "      --source TEXT       ce_source header\n"
                 "  -r, --rate R            records per second (steady mode)\n"
                 "  -D, --duration S        seconds of steady mode (default 10)\n"
-                "      --max-inflight N    as the relay's --max-inflight-messages (default 20000)\n"
+                "      --max-inflight N    as the relay's --max-inflight-messages (default 5000)\n"
                 "  -X NAME=VALUE           librdkafka property; repeatable\n");
 }
 
@@ -257,7 +257,7 @@ int main(int argc, char **argv)
         static char default_value[257];
         struct bp_params p = {
                 .type = "bench", .source = "postgresql://0/postgres/public.outbox",
-                .count = 1000, .key_len = 10, .duration_s = 10, .inflight_max = 20000,
+                .count = 1000, .key_len = 10, .duration_s = 10, .inflight_max = 5000,
         };
         struct bp_stats st = {0};
         struct rusage ru;
