@@ -18,6 +18,7 @@
 #include "pgstream.h"
 #include "preflight.h"
 #include "slotcmd.h"
+#include "strbuf.h"
 #include "producer.h"
 #include "publication.h"
 #include "record.h"
@@ -87,26 +88,6 @@ static void add(struct check *ck, enum check_status st, const char *name, const 
 static void skip(struct check *ck, const char *name, const char *why)
 {
         add(ck, CHECK_SKIP, name, "%s", why);
-}
-
-/* Append @s to @buf (@size bytes) at *@o, truncating. */
-static void append(char *buf, size_t size, size_t *o, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-
-static void append(char *buf, size_t size, size_t *o, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        if (*o >= size)
-                return;
-        va_start(ap, fmt);
-        n = vsnprintf(buf + *o, size - *o, fmt, ap);
-        va_end(ap);
-        if (n > 0)
-                *o += (size_t)n;
-        if (*o >= size)
-                *o = size - 1;
 }
 
 static void table_name(const struct table_name *t, char *buf, size_t size)
@@ -221,7 +202,7 @@ static void check_header_columns(struct check *ck)
                 return;
         cols[0] = '\0';
         for (size_t i = 0; i < conf->ncolumn_headers; i++)
-                append(cols, sizeof(cols), &o, "%s\"%s\" (header \"%s\")", i ? ", " : "",
+                strbuf_append(cols, sizeof(cols), &o, "%s\"%s\" (header \"%s\")", i ? ", " : "",
                        conf->column_headers[i].column, conf->column_headers[i].header);
         for (size_t i = 0; i < conf->ntables; i++) {
                 const struct table_name *t = &conf->tables[i];
@@ -600,13 +581,13 @@ static void check_failover(struct check *ck)
         if (PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
                 PQclear(r);
                 if (read_setting(ck, "sync_replication_slots", val, sizeof(val)) && strcmp(val, "on") != 0)
-                        append(missing, sizeof(missing), &om, "%ssync_replication_slots = on", om ? ", " : "");
+                        strbuf_append(missing, sizeof(missing), &om, "%ssync_replication_slots = on", om ? ", " : "");
                 if (read_setting(ck, "hot_standby_feedback", val, sizeof(val)) && strcmp(val, "on") != 0)
-                        append(missing, sizeof(missing), &om, "%shot_standby_feedback = on", om ? ", " : "");
+                        strbuf_append(missing, sizeof(missing), &om, "%shot_standby_feedback = on", om ? ", " : "");
                 if (read_setting(ck, "primary_slot_name", val, sizeof(val)) && !val[0])
-                        append(missing, sizeof(missing), &om, "%sprimary_slot_name", om ? ", " : "");
+                        strbuf_append(missing, sizeof(missing), &om, "%sprimary_slot_name", om ? ", " : "");
                 if (read_setting(ck, "primary_conninfo", val, sizeof(val)) && !strstr(val, "dbname"))
-                        append(missing, sizeof(missing), &om, "%sa dbname in primary_conninfo", om ? ", " : "");
+                        strbuf_append(missing, sizeof(missing), &om, "%sa dbname in primary_conninfo", om ? ", " : "");
                 if (om)
                         add(ck, CHECK_FAIL, "failover slot", "this standby does not synchronize failover "
                             "slots: it lacks %s; fix: set them (ALTER SYSTEM ...; SELECT pg_reload_conf())",
@@ -645,11 +626,11 @@ static void check_failover(struct check *ck)
                 r = PQexecParams(ck->c, "SELECT active FROM pg_catalog.pg_replication_slots WHERE "
                                  "slot_name = $1 AND slot_type = 'physical'", 1, NULL, params, NULL, NULL, 0);
                 if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0)
-                        append(missing, sizeof(missing), &om, "%s\"%s\"", om ? ", " : "", one);
+                        strbuf_append(missing, sizeof(missing), &om, "%s\"%s\"", om ? ", " : "", one);
                 else if (strcmp(PQgetvalue(r, 0, 0), "t") != 0)
-                        append(inactive, sizeof(inactive), &oi, "%s\"%s\"", oi ? ", " : "", one);
+                        strbuf_append(inactive, sizeof(inactive), &oi, "%s\"%s\"", oi ? ", " : "", one);
                 else
-                        append(fine, sizeof(fine), &of, "%s\"%s\"", of ? ", " : "", one);
+                        strbuf_append(fine, sizeof(fine), &of, "%s\"%s\"", of ? ", " : "", one);
                 PQclear(r);
         }
         if (om)
@@ -781,16 +762,16 @@ static int template_topics(struct check *ck, size_t *ret_bad, size_t *ret_old, c
                         PQfreemem(slot);
                         return -ENOMEM;
                 }
-                append(sql, size, &o, "SELECT DISTINCT ");
+                strbuf_append(sql, size, &o, "SELECT DISTINCT ");
                 for (size_t k = 0; k < ck->ntcols; k++) {
                         char *c = PQescapeIdentifier(ck->c, ck->tcols[k], strlen(ck->tcols[k]));
 
-                        append(sql, size, &o, "o.%s::text, ", c ? c : "");
+                        strbuf_append(sql, size, &o, "o.%s::text, ", c ? c : "");
                         PQfreemem(c);
                 }
                 s = PQescapeIdentifier(ck->c, t->schema, strlen(t->schema));
                 n = PQescapeIdentifier(ck->c, t->table, strlen(t->table));
-                append(sql, size, &o, "coalesce(age(o.xmin) <= (SELECT age(catalog_xmin) FROM "
+                strbuf_append(sql, size, &o, "coalesce(age(o.xmin) <= (SELECT age(catalog_xmin) FROM "
                        "pg_replication_slots WHERE slot_name = %s), false) FROM %s.%s AS o LIMIT %d",
                        slot, s ? s : "", n ? n : "", CHECK_MAX_TEMPLATE_VALUES);
                 PQfreemem(s);
@@ -869,9 +850,9 @@ static void topic_verdict(struct check *ck, const char *name, size_t from, size_
                 char *buf = exists[i] ? present : missing;
 
                 if (*cnt < CHECK_MAX_LISTED)
-                        append(buf, sizeof(present), o, "%s\"%s\"", *cnt ? ", " : "", ck->topics[i]);
+                        strbuf_append(buf, sizeof(present), o, "%s\"%s\"", *cnt ? ", " : "", ck->topics[i]);
                 else if (*cnt == CHECK_MAX_LISTED)
-                        append(buf, sizeof(present), o, ", ...");
+                        strbuf_append(buf, sizeof(present), o, ", ...");
                 (*cnt)++;
         }
         if (to - from == 1 && nm == 0)
@@ -923,10 +904,10 @@ static void check_topic_limits(struct check *ck, struct producer *p, const bool 
                 if (bytes >= batch)
                         continue;
                 if (nlow < CHECK_MAX_LISTED)
-                        append(list, sizeof(list), &o, "%s\"%s\" %lld bytes", nlow ? ", " : "",
+                        strbuf_append(list, sizeof(list), &o, "%s\"%s\" %lld bytes", nlow ? ", " : "",
                                ck->topics[i], (long long)bytes);
                 else if (nlow == CHECK_MAX_LISTED)
-                        append(list, sizeof(list), &o, ", ...");
+                        strbuf_append(list, sizeof(list), &o, ", ...");
                 nlow++;
                 if (!least || bytes < least) {
                         least = bytes;

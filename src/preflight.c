@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libpq-fe.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,21 +18,7 @@
 #include "pgconn.h"
 #include "pgstream.h"
 #include "publication.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-        size_t n;
-
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-        n = strlen(err);
-        while (n > 0 && err[n - 1] == '\n')
-                err[--n] = '\0';
-}
+#include "strbuf.h"
 
 static PGresult *query(PGconn *c, const char *sql, int nparams, const char *const *params)
 {
@@ -55,15 +40,15 @@ int preflight_connect(const char *conninfo, int timeout_ms, PGconn **ret_conn, c
         int r = pgconn_open(conninfo, PGCONN_ORDINARY, timeout_ms, timeout_ms, ret_conn, msg, sizeof(msg));
 
         if (r == -EPROTONOSUPPORT) {
-                seterr(err, errlen, "cannot connect to the database: %s: a connection pooler (PgBouncer, "
+                strbuf_err(err, errlen, "cannot connect to the database: %s: a connection pooler (PgBouncer, "
                        "pgpool) is in between; the relay needs PostgreSQL itself (logical replication "
                        "and pinned session settings do not pass a pooler): connect it directly", msg);
                 return -EPROTONOSUPPORT;
         }
         if (r == -ECONNREFUSED)
-                seterr(err, errlen, "cannot connect to the database: %s", msg);
+                strbuf_err(err, errlen, "cannot connect to the database: %s", msg);
         else if (r < 0)
-                seterr(err, errlen, "cannot connect to the database: out of memory");
+                strbuf_err(err, errlen, "cannot connect to the database: out of memory");
         return r < 0 ? -ECONNREFUSED : 0;
 }
 
@@ -83,7 +68,7 @@ int preflight_read_settings(PGconn *c, struct preflight_settings *ret_set, char 
         struct preflight_settings set = {0};
 
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read server settings: %s", PQresultErrorMessage(r));
+                strbuf_err(err, errlen, "cannot read server settings: %s", PQresultErrorMessage(r));
                 PQclear(r);
                 return -EINVAL;
         }
@@ -113,7 +98,7 @@ int preflight_check_version(const struct preflight_settings *set, char *err, siz
 {
         if (set->server_version_num >= PREFLIGHT_MIN_SERVER_VERSION)
                 return 0;
-        seterr(err, errlen, "server version %s (server_version_num %d) is too old: outbox-relay "
+        strbuf_err(err, errlen, "server version %s (server_version_num %d) is too old: outbox-relay "
                "supports PostgreSQL %d to %d, the major versions the PostgreSQL project supports; "
                "upgrade the server to %d or later (pg_upgrade, or dump and restore)",
                set->server_version[0] ? set->server_version : "unknown", set->server_version_num,
@@ -191,7 +176,7 @@ int preflight_check_sync_standby(const struct preflight_settings *set, char *err
 {
         if (!preflight_sync_standby_named(set->synchronous_standby_names, set->application_name))
                 return 0;
-        seterr(err, errlen, "synchronous_standby_names = '%s' names this relay (application_name "
+        strbuf_err(err, errlen, "synchronous_standby_names = '%s' names this relay (application_name "
                "\"%s\"%s): its walsender becomes a synchronous standby, and every commit in the "
                "cluster then waits until Kafka has acknowledged the rows up to it. A logical stream is "
                "not a replica: a commit that waits for it is not on any standby. Fix: name the "
@@ -206,7 +191,7 @@ int preflight_check_wal_level(const struct preflight_settings *set, char *err, s
 {
         if (strcmp(set->wal_level, "logical") == 0)
                 return 0;
-        seterr(err, errlen, "wal_level is \"%s\" but logical decoding needs \"logical\": run "
+        strbuf_err(err, errlen, "wal_level is \"%s\" but logical decoding needs \"logical\": run "
                "ALTER SYSTEM SET wal_level = logical and restart the server", set->wal_level);
         return -EINVAL;
 }
@@ -215,7 +200,7 @@ int preflight_check_encoding(const struct preflight_settings *set, char *err, si
 {
         if (strcmp(set->server_encoding, "UTF8") == 0)
                 return 0;
-        seterr(err, errlen, "database \"%s\" has server_encoding \"%s\": outbox-relay needs "
+        strbuf_err(err, errlen, "database \"%s\" has server_encoding \"%s\": outbox-relay needs "
                "UTF8 so that keys, headers and payloads reach Kafka as UTF-8; create the "
                "outbox in a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')",
                set->dbname, set->server_encoding);
@@ -298,7 +283,7 @@ int preflight_check_plugin_libraries(const struct preflight_settings *set, const
         if (preflight_plugin_allowed(set, plugin))
                 return 0;
         preflight_plugin_fix(set, plugin, fix, sizeof(fix));
-        seterr(err, errlen, "%s is not allowed as an output plugin on this server: its "
+        strbuf_err(err, errlen, "%s is not allowed as an output plugin on this server: its "
                "output_plugin_libraries (PostgreSQL 14.24, 15.19, 16.15, 17.11, 18.6 and later "
                "minor releases) is '%s'; fix: %s%s", plugin, set->output_plugin_libraries, fix,
                strcmp(plugin, "wal2json") == 0 ? ", or start with --plugin=pgoutput, which needs no "
@@ -379,7 +364,7 @@ static PGresult *read_columns(PGconn *c, const struct table_name *t, char *err, 
                   "c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped", 2, params);
         if (PQresultStatus(r) == PGRES_TUPLES_OK)
                 return r;
-        seterr(err, errlen, "cannot read the columns of \"%s\".\"%s\": %s", t->schema, t->table,
+        strbuf_err(err, errlen, "cannot read the columns of \"%s\".\"%s\": %s", t->schema, t->table,
                PQresultErrorMessage(r));
         PQclear(r);
         return NULL;
@@ -415,7 +400,7 @@ static int check_payload_type(PGconn *c, const struct table_name *t, const char 
                   "t.typname IN ('json', 'jsonb') "
                   "FROM d JOIN pg_catalog.pg_type t ON t.oid = d.oid ORDER BY d.depth", 3, params);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) == 0) {
-                seterr(err, errlen, "cannot read the type of column \"%s\" of \"%s\".\"%s\": %s", column,
+                strbuf_err(err, errlen, "cannot read the type of column \"%s\" of \"%s\".\"%s\": %s", column,
                        t->schema, t->table, PQresultErrorMessage(r));
                 PQclear(r);
                 return -EINVAL;
@@ -431,7 +416,7 @@ static int check_payload_type(PGconn *c, const struct table_name *t, const char 
         qt = PQescapeIdentifier(c, t->table, strlen(t->table));
         qc = PQescapeIdentifier(c, column, strlen(column));
         if (strcmp(base, "bytea") == 0)
-                seterr(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s: the relay "
+                strbuf_err(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s: the relay "
                        "publishes JSON (content-type application/json) and wal2json sends bytea as "
                        "\\x hex text, so the first row would stop the relay (exit 4); fix: ALTER TABLE "
                        "%s.%s ALTER COLUMN %s TYPE jsonb USING convert_from(%s, 'UTF8')::jsonb when "
@@ -440,7 +425,7 @@ static int check_payload_type(PGconn *c, const struct table_name *t, const char 
                        "LAYOUT)", column, t->schema, t->table, declared, qs ? qs : t->schema,
                        qt ? qt : t->table, qc ? qc : column, qc ? qc : column);
         else
-                seterr(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s, whose "
+                strbuf_err(err, errlen, "the payload column \"%s\" of \"%s\".\"%s\" is of type %s, whose "
                        "text is not a JSON document: the relay publishes json, jsonb or text-like "
                        "columns holding JSON (content-type application/json), so the first row would "
                        "stop the relay (exit 4); fix: ALTER TABLE %s.%s ALTER COLUMN %s TYPE jsonb "
@@ -470,13 +455,13 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
                   "c.relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                   "WHERE n.nspname = $1 AND c.relname = $2", 2, params);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot look up table \"%s\".\"%s\": %s", t->schema, t->table,
+                strbuf_err(err, errlen, "cannot look up table \"%s\".\"%s\": %s", t->schema, t->table,
                        PQresultErrorMessage(r));
                 PQclear(r);
                 return -EINVAL;
         }
         if (PQntuples(r) == 0) {
-                seterr(err, errlen, "table \"%s\".\"%s\" does not exist in database \"%s\": create "
+                strbuf_err(err, errlen, "table \"%s\".\"%s\" does not exist in database \"%s\": create "
                        "it (see sql/outbox.sql) or name your outbox with --table", t->schema,
                        t->table, PQdb(c));
                 PQclear(r);
@@ -491,18 +476,18 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
         PQclear(r);
         *ret_tab = tab;
         if (tab.relkind == 'p') {
-                seterr(err, errlen, "table \"%s\".\"%s\" is partitioned: logical decoding reports rows "
+                strbuf_err(err, errlen, "table \"%s\".\"%s\" is partitioned: logical decoding reports rows "
                        "under each partition's name, so list the partitions with --table instead",
                        t->schema, t->table);
                 return -EINVAL;
         }
         if (tab.relkind != 'r') {
-                seterr(err, errlen, "\"%s\".\"%s\" is not a table: logical decoding sees only "
+                strbuf_err(err, errlen, "\"%s\".\"%s\" is not a table: logical decoding sees only "
                        "table rows", t->schema, t->table);
                 return -EINVAL;
         }
         if (tab.persistence != 'p') {
-                seterr(err, errlen, "table \"%s\".\"%s\" is %s: its rows are not written to the WAL, "
+                strbuf_err(err, errlen, "table \"%s\".\"%s\" is %s: its rows are not written to the WAL, "
                        "so logical decoding never sees them and the relay would publish nothing; "
                        "fix: ALTER TABLE \"%s\".\"%s\" SET LOGGED (rows inserted while it was "
                        "unlogged are not published even then: publish them by other means)",
@@ -519,7 +504,7 @@ int preflight_check_table(PGconn *c, const struct relay_config *conf, const stru
                                   i == 2 ? "--payload-column" : "--topic";
 
                 if (!has_column(r, col)) {
-                        seterr(err, errlen, "table \"%s\".\"%s\" has no column \"%s\" (needed by "
+                        strbuf_err(err, errlen, "table \"%s\".\"%s\" has no column \"%s\" (needed by "
                                "%s): add the column or change %s", t->schema, t->table, col, opt,
                                opt);
                         rc = -EINVAL;
@@ -545,7 +530,7 @@ int preflight_check_header_columns(PGconn *c, const struct relay_config *conf,
         if (!r)
                 return -EINVAL;
         if (PQntuples(r) == 0) {
-                seterr(err, errlen, "table \"%s\".\"%s\" does not exist", t->schema, t->table);
+                strbuf_err(err, errlen, "table \"%s\".\"%s\" does not exist", t->schema, t->table);
                 PQclear(r);
                 return -ENOENT;
         }
@@ -570,7 +555,7 @@ int preflight_check_header_columns(PGconn *c, const struct relay_config *conf,
                 return 0;
         qs = PQescapeIdentifier(c, t->schema, strlen(t->schema));
         qt = PQescapeIdentifier(c, t->table, strlen(t->table));
-        seterr(err, errlen, "table \"%s\".\"%s\" has no column%s %s, needed by --column-header: "
+        strbuf_err(err, errlen, "table \"%s\".\"%s\" has no column%s %s, needed by --column-header: "
                "a row without it cannot be published (a NULL publishes no header); fix: add %s "
                "(ALTER TABLE %s.%s %s, or another type) or change --column-header", t->schema,
                t->table, nm == 1 ? "" : "s", missing, nm == 1 ? "it" : "them", qs ? qs : t->schema,
@@ -597,7 +582,7 @@ int preflight_existing_rows(PGconn *c, const struct table_name *t, int64_t *ret_
         if (PQresultStatus(r) == PGRES_TUPLES_OK) {
                 *ret_rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
         } else {
-                seterr(err, errlen, "%s", PQresultErrorMessage(r));
+                strbuf_err(err, errlen, "%s", PQresultErrorMessage(r));
                 rc = -EIO;
         }
         PQclear(r);
@@ -689,7 +674,7 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
 
         lit = PQescapeLiteral(c, slot, strlen(slot));
         if (!lit) {
-                seterr(err, errlen, "cannot read pg_replication_slots: %s", PQerrorMessage(c));
+                strbuf_err(err, errlen, "cannot read pg_replication_slots: %s", PQerrorMessage(c));
                 return -EIO;
         }
         /*
@@ -715,7 +700,7 @@ int preflight_read_slot(PGconn *c, const char *slot, struct preflight_slot *ret_
         /* A literal, not a parameter: replication connections take the simple protocol only. */
         r = PQexec(c, sql);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read pg_replication_slots: %s", PQresultErrorMessage(r));
+                strbuf_err(err, errlen, "cannot read pg_replication_slots: %s", PQresultErrorMessage(r));
                 PQclear(r);
                 return -EIO;
         }
@@ -919,7 +904,7 @@ int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool 
         if (ret_sqlstate)
                 ret_sqlstate[0] = '\0';
         if (failover && PQserverVersion(c) < 170000) {
-                seterr(err, errlen, "cannot create replication slot \"%s\" as a failover slot: "
+                strbuf_err(err, errlen, "cannot create replication slot \"%s\" as a failover slot: "
                        "PostgreSQL %d has none (failover slots came with 17); leave out --failover",
                        slot, PQserverVersion(c) / 10000);
                 return -EINVAL;
@@ -934,7 +919,7 @@ int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool 
         snprintf(set, sizeof(set), "SET statement_timeout = %d", timeout_ms > 0 ? timeout_ms : 0);
         if (exec_ok(c, set) < 0) {
                 pgconn_error(NULL, c, msg, sizeof(msg), ret_sqlstate);
-                seterr(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
+                strbuf_err(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
                 return -EIO;
         }
         /* failover, the fifth argument (two_phase is the fourth), from PostgreSQL 17 */
@@ -945,17 +930,17 @@ int preflight_create_slot(PGconn *c, const char *slot, const char *plugin, bool 
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
                 pgconn_error(r, c, msg, sizeof(msg), state);
                 if (strcmp(state, "57014") == 0)
-                        seterr(err, errlen, "cannot create replication slot \"%s\": no consistent point "
+                        strbuf_err(err, errlen, "cannot create replication slot \"%s\": no consistent point "
                                "within %d s (the server cancelled the creation; no slot was left "
                                "behind)", slot, (timeout_ms + 999) / 1000);
                 else
-                        seterr(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
+                        strbuf_err(err, errlen, "cannot create replication slot \"%s\": %s", slot, msg);
                 rc = !state[0] && PQstatus(c) != CONNECTION_OK ? -EIO :
                      strcmp(state, "42710") == 0 ? -EEXIST : strcmp(state, "57014") == 0 ? -ETIMEDOUT :
                      strcmp(state, "42501") == 0 ? -EACCES : strcmp(state, "58P01") == 0 ? -ENOENT :
                      -EINVAL;
         } else if (lsn_parse(PQgetvalue(r, 0, 0), strlen(PQgetvalue(r, 0, 0)), ret_lsn) < 0) {
-                seterr(err, errlen, "cannot create replication slot \"%s\": malformed LSN \"%s\"",
+                strbuf_err(err, errlen, "cannot create replication slot \"%s\": malformed LSN \"%s\"",
                        slot, PQgetvalue(r, 0, 0));
                 rc = -EINVAL;
         }
@@ -1148,7 +1133,7 @@ static int read_json_domains(PGconn *c, struct preflight_result *res, char *err,
                 "SELECT oid FROM d LIMIT " PREFLIGHT_MAX_JSON_DOMAINS_TEXT);
 
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read the domains over json and jsonb: %s",
+                strbuf_err(err, errlen, "cannot read the domains over json and jsonb: %s",
                        PQresultErrorMessage(r));
                 PQclear(r);
                 return -EINVAL;
@@ -1156,7 +1141,7 @@ static int read_json_domains(PGconn *c, struct preflight_result *res, char *err,
         res->json_domains = calloc((size_t)PQntuples(r) + 1, sizeof(*res->json_domains));
         if (!res->json_domains) {
                 PQclear(r);
-                seterr(err, errlen, "out of memory");
+                strbuf_err(err, errlen, "out of memory");
                 return -ENOMEM;
         }
         for (int i = 0; i < PQntuples(r); i++)
@@ -1183,18 +1168,18 @@ static int check_replication(const struct relay_config *conf, struct preflight_r
                 snprintf(res->system_id, sizeof(res->system_id), "%s", sys.system_id);
         pgstream_free(s);
         if (r == -EPROTONOSUPPORT) {
-                seterr(err, errlen, "the replication connection (replication=database) did not reach "
+                strbuf_err(err, errlen, "the replication connection (replication=database) did not reach "
                        "PostgreSQL's replication protocol: %s. A connection pooler (PgBouncer, pgpool) "
                        "cannot carry logical replication: connect the relay to PostgreSQL directly, not "
                        "through a pooler", msg);
                 return -EPROTONOSUPPORT;
         }
         if (r == -ECONNREFUSED) {
-                seterr(err, errlen, "cannot open the replication connection: %s", msg);
+                strbuf_err(err, errlen, "cannot open the replication connection: %s", msg);
                 return -ECONNREFUSED;
         }
         if (r < 0) {
-                seterr(err, errlen, "the replication connection failed: %s", msg);
+                strbuf_err(err, errlen, "the replication connection failed: %s", msg);
                 return -EINVAL;
         }
         return 0;
@@ -1215,7 +1200,7 @@ int preflight_run(const struct relay_config *conf, const char *const *columns, s
         r = check_settings(c, &res, &set, err, errlen);
         res.table_oids = calloc(conf->ntables ? conf->ntables : 1, sizeof(*res.table_oids));
         if (!res.table_oids) {
-                seterr(err, errlen, "out of memory");
+                strbuf_err(err, errlen, "out of memory");
                 r = -ENOMEM;
         }
         for (size_t i = 0; r == 0 && i < conf->ntables; i++) {
@@ -1264,7 +1249,7 @@ int preflight_kit_prefix(PGconn *c, char *ret_prefix, size_t size, char *err, si
         if (size)
                 ret_prefix[0] = '\0';
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-                seterr(err, errlen, "cannot tell whether outbox_message_prefix() exists: %s",
+                strbuf_err(err, errlen, "cannot tell whether outbox_message_prefix() exists: %s",
                        PQerrorMessage(c));
                 r = -EINVAL;
         } else if (!PQgetisnull(res, 0, 0)) {
@@ -1272,7 +1257,7 @@ int preflight_kit_prefix(PGconn *c, char *ret_prefix, size_t size, char *err, si
                 res = PQexec(c, "SELECT outbox_message_prefix()");
                 if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
                     PQgetisnull(res, 0, 0)) {
-                        seterr(err, errlen, "cannot read outbox_message_prefix(): %s", PQerrorMessage(c));
+                        strbuf_err(err, errlen, "cannot read outbox_message_prefix(): %s", PQerrorMessage(c));
                         r = -EINVAL;
                 } else {
                         snprintf(ret_prefix, size, "%s", PQgetvalue(res, 0, 0));

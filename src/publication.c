@@ -6,65 +6,32 @@
 #include "publication.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-        size_t n;
-
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-        n = strlen(err);
-        while (n > 0 && err[n - 1] == '\n')
-                err[--n] = '\0';
-}
-
-static void append(char *buf, size_t size, size_t *o, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-/* Append to @buf (@size bytes) at *@o, truncating. */
-static void append(char *buf, size_t size, size_t *o, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        if (*o >= size)
-                return;
-        va_start(ap, fmt);
-        n = vsnprintf(buf + *o, size - *o, fmt, ap);
-        va_end(ap);
-        if (n > 0)
-                *o += (size_t)n;
-        if (*o >= size)
-                *o = size - 1;
-}
+#include "strbuf.h"
 
 /* @ident as a double-quoted SQL identifier ('"' doubled), appended. */
 static void append_ident(char *buf, size_t size, size_t *o, const char *ident)
 {
-        append(buf, size, o, "\"");
+        strbuf_append(buf, size, o, "\"");
         for (const char *p = ident; *p; p++) {
                 if (*p == '"')
-                        append(buf, size, o, "\"\"");
+                        strbuf_append(buf, size, o, "\"\"");
                 else
-                        append(buf, size, o, "%c", *p);
+                        strbuf_append(buf, size, o, "%c", *p);
         }
-        append(buf, size, o, "\"");
+        strbuf_append(buf, size, o, "\"");
 }
 
 static void append_tables(char *buf, size_t size, size_t *o, const struct relay_config *conf)
 {
         for (size_t i = 0; i < conf->ntables; i++) {
                 if (i)
-                        append(buf, size, o, ", ");
+                        strbuf_append(buf, size, o, ", ");
                 append_ident(buf, size, o, conf->tables[i].schema);
-                append(buf, size, o, ".");
+                strbuf_append(buf, size, o, ".");
                 append_ident(buf, size, o, conf->tables[i].table);
         }
 }
@@ -74,11 +41,11 @@ void publication_create_sql(const struct relay_config *conf, char *buf, size_t s
         size_t o = 0;
 
         buf[0] = '\0';
-        append(buf, size, &o, "CREATE PUBLICATION ");
+        strbuf_append(buf, size, &o, "CREATE PUBLICATION ");
         append_ident(buf, size, &o, config_publication(conf));
-        append(buf, size, &o, " FOR TABLE ");
+        strbuf_append(buf, size, &o, " FOR TABLE ");
         append_tables(buf, size, &o, conf);
-        append(buf, size, &o, " WITH (publish = 'insert');");
+        strbuf_append(buf, size, &o, " WITH (publish = 'insert');");
 }
 
 void publication_release(struct publication *pub)
@@ -107,7 +74,7 @@ int publication_read(PGconn *c, const char *name, const struct table_name *table
                        "WHERE pn.pnpubid = p.oid)" : "false");
         r = PQexecParams(c, sql, 1, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read publication \"%s\": %s", name, PQresultErrorMessage(r));
+                strbuf_err(err, errlen, "cannot read publication \"%s\": %s", name, PQresultErrorMessage(r));
                 PQclear(r);
                 return -EIO;
         }
@@ -116,7 +83,7 @@ int publication_read(PGconn *c, const char *name, const struct table_name *table
         if (!pub.rel_oids || !pub.filtered) {
                 PQclear(r);
                 publication_release(&pub);
-                seterr(err, errlen, "out of memory");
+                strbuf_err(err, errlen, "out of memory");
                 return -ENOMEM;
         }
         if (PQntuples(r) == 0) {
@@ -145,7 +112,7 @@ int publication_read(PGconn *c, const char *name, const struct table_name *table
                  v15 ? "pr.prqual IS NOT NULL OR pr.prattrs IS NOT NULL" : "false");
         r = PQexecParams(c, sql, 1, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                seterr(err, errlen, "cannot read the tables of publication \"%s\": %s", name,
+                strbuf_err(err, errlen, "cannot read the tables of publication \"%s\": %s", name,
                        PQresultErrorMessage(r));
                 PQclear(r);
                 publication_release(&pub);
@@ -164,8 +131,8 @@ int publication_read(PGconn *c, const char *name, const struct table_name *table
                 }
                 if (!configured) {
                         if (pub.nextra++)
-                                append(pub.extra, sizeof(pub.extra), &o, ", ");
-                        append(pub.extra, sizeof(pub.extra), &o, "\"%s\".\"%s\"", sch, rel);
+                                strbuf_append(pub.extra, sizeof(pub.extra), &o, ", ");
+                        strbuf_append(pub.extra, sizeof(pub.extra), &o, "\"%s\".\"%s\"", sch, rel);
                 }
         }
         PQclear(r);
@@ -184,41 +151,41 @@ int publication_judge(const struct publication *pub, const struct relay_config *
                 warn[0] = '\0';
         publication_create_sql(conf, create, sizeof(create));
         if (!pub->exists) {
-                seterr(err, errlen, "publication \"%s\" does not exist: pgoutput sends only the rows of the "
+                strbuf_err(err, errlen, "publication \"%s\" does not exist: pgoutput sends only the rows of the "
                        "tables a publication lists, and only those written after it listed them; fix, as "
                        "the owner of the tables (or a superuser), before the slot is created: %s", name,
                        create);
                 return -ENOENT;
         }
         if (pub->all_tables)
-                append(what, sizeof(what), &o, "%sit is FOR ALL TABLES, so every table's rows are decoded "
+                strbuf_append(what, sizeof(what), &o, "%sit is FOR ALL TABLES, so every table's rows are decoded "
                        "and sent", o ? "; " : "");
         if (pub->in_schema)
-                append(what, sizeof(what), &o, "%sit publishes whole schemas (FOR TABLES IN SCHEMA)",
+                strbuf_append(what, sizeof(what), &o, "%sit publishes whole schemas (FOR TABLES IN SCHEMA)",
                        o ? "; " : "");
         for (size_t i = 0; i < pub->ntables && !pub->all_tables; i++)
                 nmissing += pub->rel_oids[i] == 0;
         if (nmissing) {
-                append(what, sizeof(what), &o, "%sit does not list ", o ? "; " : "");
+                strbuf_append(what, sizeof(what), &o, "%sit does not list ", o ? "; " : "");
                 for (size_t i = 0, k = 0; i < pub->ntables; i++)
                         if (pub->rel_oids[i] == 0)
-                                append(what, sizeof(what), &o, "%s\"%s\".\"%s\"", k++ ? ", " : "",
+                                strbuf_append(what, sizeof(what), &o, "%s\"%s\".\"%s\"", k++ ? ", " : "",
                                        conf->tables[i].schema, conf->tables[i].table);
         }
         for (size_t i = 0; i < pub->ntables; i++)
                 nfiltered += pub->filtered[i];
         if (nfiltered) {
-                append(what, sizeof(what), &o, "%sit has a row filter or a column list on ", o ? "; " : "");
+                strbuf_append(what, sizeof(what), &o, "%sit has a row filter or a column list on ", o ? "; " : "");
                 for (size_t i = 0, k = 0; i < pub->ntables; i++)
                         if (pub->filtered[i])
-                                append(what, sizeof(what), &o, "%s\"%s\".\"%s\"", k++ ? ", " : "",
+                                strbuf_append(what, sizeof(what), &o, "%s\"%s\".\"%s\"", k++ ? ", " : "",
                                        conf->tables[i].schema, conf->tables[i].table);
         }
         if (pub->nextra)
-                append(what, sizeof(what), &o, "%sit also lists %s, which the relay does not publish",
+                strbuf_append(what, sizeof(what), &o, "%sit also lists %s, which the relay does not publish",
                        o ? "; " : "", pub->extra);
         if (!pub->insert)
-                append(what, sizeof(what), &o, "%sit does not publish inserts", o ? "; " : "");
+                strbuf_append(what, sizeof(what), &o, "%sit does not publish inserts", o ? "; " : "");
         if (o == 0) {
                 if (warn && (pub->update || pub->del || pub->truncate))
                         snprintf(warn, warnlen, "publication \"%s\" also publishes %s%s%s: the walsender "
@@ -229,16 +196,16 @@ int publication_judge(const struct publication *pub, const struct relay_config *
                 return 0;
         }
         if (pub->all_tables) {
-                append(fix, sizeof(fix), &of, "DROP PUBLICATION \"%s\"; %s", name, create);
+                strbuf_append(fix, sizeof(fix), &of, "DROP PUBLICATION \"%s\"; %s", name, create);
         } else {
-                append(fix, sizeof(fix), &of, "ALTER PUBLICATION \"%s\" SET TABLE ", name);
+                strbuf_append(fix, sizeof(fix), &of, "ALTER PUBLICATION \"%s\" SET TABLE ", name);
                 append_tables(fix, sizeof(fix), &of, conf);
-                append(fix, sizeof(fix), &of, ";");
+                strbuf_append(fix, sizeof(fix), &of, ";");
                 if (!pub->insert || pub->update || pub->del || pub->truncate)
-                        append(fix, sizeof(fix), &of, " ALTER PUBLICATION \"%s\" SET (publish = 'insert');",
+                        strbuf_append(fix, sizeof(fix), &of, " ALTER PUBLICATION \"%s\" SET (publish = 'insert');",
                                name);
         }
-        seterr(err, errlen, "publication \"%s\" is not the relay's: %s. The relay needs one that lists "
+        strbuf_err(err, errlen, "publication \"%s\" is not the relay's: %s. The relay needs one that lists "
                "exactly its outbox tables and publishes their inserts whole. Rows inserted into a table "
                "while the publication did not send them are never sent: publish those by other means "
                "(outbox-relay redrive). Fix, as the owner of the tables: %s", name, what, fix);
@@ -267,7 +234,7 @@ int publication_create(PGconn *c, const struct relay_config *conf, char *err, si
         for (char *p = msg; *p; p++)
                 if (*p == '\n')
                         *p = ' ';
-        seterr(err, errlen, "cannot create publication \"%s\": %s; fix: run as the owner of the tables "
+        strbuf_err(err, errlen, "cannot create publication \"%s\": %s; fix: run as the owner of the tables "
                "(or a superuser), before the slot is created: %s", config_publication(conf), msg, sql);
         return rc;
 }
