@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,13 @@ struct producer {
         struct producer_error conn_error;
         bool quiet;              /* producer_check_brokers() serving errors: no events */
         bool config_asked;                      /* a producer_topic_config_ask() not yet answered */
+        /* producer_topic_max_bytes_ask(): the question's number, 0 if none is open, and its answer. */
+        uint64_t limit_seq;
+        uint64_t limit_seq_next;
+        bool limit_answered;
+        int limit_ret;
+        int64_t limit_bytes;
+        char limit_err[256];
         bool config_answered;                   /* its answer, not yet taken */
         struct producer_topic_config config;
 };
@@ -656,6 +664,7 @@ int producer_fd(const struct producer *p)
 }
 
 static void take_config_answer(struct producer *p, rd_kafka_event_t *ev);
+static void take_limit_answer(struct producer *p, rd_kafka_event_t *ev);
 
 int producer_poll(struct producer *p)
 {
@@ -665,7 +674,10 @@ int producer_poll(struct producer *p)
         while (read(p->pipefd[0], buf, sizeof(buf)) > 0)
                 ;
         while ((ev = rd_kafka_queue_poll(p->adminq, 0)) != NULL) {
-                take_config_answer(p, ev);
+                if (rd_kafka_event_opaque(ev))
+                        take_limit_answer(p, ev);
+                else
+                        take_config_answer(p, ev);
                 rd_kafka_event_destroy(ev);
         }
         int n = rd_kafka_poll(p->rk, 0);
@@ -818,6 +830,9 @@ int producer_check_brokers(struct producer *p, int timeout_ms, char *err, size_t
         return 0;
 }
 
+static int config_value(rd_kafka_event_t *ev, const char *key, char *buf, size_t size, char *err,
+                        size_t errlen);
+
 /*
  * One DescribeConfigs request for resource @type @resname; copies the value
  * of @key into @buf. Returns 0, -ENOENT when the resource has no @key, -EIO
@@ -831,18 +846,39 @@ static int describe_config(struct producer *p, rd_kafka_ResourceType_t type, con
         rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
         rd_kafka_queue_t *q = rd_kafka_queue_new(p->rk);
         rd_kafka_event_t *ev;
-        const rd_kafka_DescribeConfigs_result_t *result;
-        const rd_kafka_ConfigResource_t **rs;
-        size_t nrs = 0;
         int r = -EIO;
 
         rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, NULL, 0);
         rd_kafka_DescribeConfigs(p->rk, &res, 1, opts, q);
         ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
         snprintf(err, errlen, "no answer to DescribeConfigs within %d ms", timeout_ms);
-        if (ev && rd_kafka_event_error(ev)) {
+        if (ev)
+                r = config_value(ev, key, buf, size, err, errlen);
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_AdminOptions_destroy(opts);
+        rd_kafka_ConfigResource_destroy(res);
+        return r;
+}
+
+/*
+ * The value of @key in one DescribeConfigs answer @ev into @buf. Returns 0,
+ * -ENOENT when the resource has no @key, -ESRCH when it is a topic that does
+ * not exist, -EIO with the reason in @err.
+ */
+static int config_value(rd_kafka_event_t *ev, const char *key, char *buf, size_t size, char *err,
+                        size_t errlen)
+{
+        const rd_kafka_DescribeConfigs_result_t *result;
+        const rd_kafka_ConfigResource_t **rs;
+        size_t nrs = 0;
+        int r = -EIO;
+
+        snprintf(err, errlen, "no answer for the resource");
+        if (rd_kafka_event_error(ev)) {
                 snprintf(err, errlen, "%s", rd_kafka_event_error_string(ev));
-        } else if (ev && (result = rd_kafka_event_DescribeConfigs_result(ev)) &&
+        } else if ((result = rd_kafka_event_DescribeConfigs_result(ev)) &&
                    (rs = rd_kafka_DescribeConfigs_result_resources(result, &nrs)) && nrs == 1) {
                 const rd_kafka_ConfigEntry_t **entries;
                 size_t n = 0;
@@ -866,11 +902,18 @@ static int describe_config(struct producer *p, rd_kafka_ResourceType_t type, con
                         }
                 }
         }
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_AdminOptions_destroy(opts);
-        rd_kafka_ConfigResource_destroy(res);
+        return r;
+}
+
+/* describe_config()'s or config_value()'s @r for max.message.bytes @v, as producer_topic_max_bytes(). */
+static int max_bytes_result(int r, const char *v, int64_t *ret_bytes, char *err, size_t errlen)
+{
+        if (r == -ENOENT) {
+                snprintf(err, errlen, "the topic's configuration has no max.message.bytes");
+                return -EIO;
+        }
+        if (r == 0)
+                *ret_bytes = strtoll(v, NULL, 10);
         return r;
 }
 
@@ -881,13 +924,55 @@ int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_
         int r = describe_config(p, RD_KAFKA_RESOURCE_TOPIC, topic, "max.message.bytes", timeout_ms, v,
                                 sizeof(v), err, errlen);
 
-        if (r == -ENOENT) {
-                snprintf(err, errlen, "the topic's configuration has no max.message.bytes");
-                return -EIO;
-        }
-        if (r == 0)
-                *ret_bytes = strtoll(v, NULL, 10);
-        return r;
+        return max_bytes_result(r, v, ret_bytes, err, errlen);
+}
+
+int producer_topic_max_bytes_ask(struct producer *p, const char *topic, int timeout_ms)
+{
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+        rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+
+        /* Odd: never NULL, the opaque of producer_topic_config_ask()'s answers. */
+        p->limit_seq = (++p->limit_seq_next << 1) | 1;
+        p->limit_answered = false;
+        rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, NULL, 0);
+        rd_kafka_AdminOptions_set_opaque(opts, (void *)(uintptr_t)p->limit_seq);
+        rd_kafka_DescribeConfigs(p->rk, &res, 1, opts, p->adminq);
+        rd_kafka_AdminOptions_destroy(opts);
+        rd_kafka_ConfigResource_destroy(res);
+        return 0;
+}
+
+/* An answer to producer_topic_max_bytes_ask(): kept if it is the open question's, else dropped. */
+static void take_limit_answer(struct producer *p, rd_kafka_event_t *ev)
+{
+        char v[32] = "";
+
+        if (!p->limit_seq || (uintptr_t)rd_kafka_event_opaque(ev) != p->limit_seq)
+                return;
+        p->limit_ret = max_bytes_result(config_value(ev, "max.message.bytes", v, sizeof(v), p->limit_err,
+                                                     sizeof(p->limit_err)),
+                                        v, &p->limit_bytes, p->limit_err, sizeof(p->limit_err));
+        p->limit_seq = 0;
+        p->limit_answered = true;
+}
+
+int producer_topic_max_bytes_answer(struct producer *p, int64_t *ret_bytes, char *err, size_t errlen)
+{
+        if (!p->limit_answered)
+                return p->limit_seq ? -EAGAIN : -ENOENT;
+        p->limit_answered = false;
+        if (p->limit_ret == 0)
+                *ret_bytes = p->limit_bytes;
+        else
+                snprintf(err, errlen, "%s", p->limit_err);
+        return p->limit_ret;
+}
+
+void producer_topic_max_bytes_forget(struct producer *p)
+{
+        p->limit_seq = 0;
+        p->limit_answered = false;
 }
 
 int producer_topics_exist(struct producer *p, const char *const *topics, size_t n, int timeout_ms,

@@ -282,6 +282,26 @@ int producer_topic_max_bytes(struct producer *p, const char *topic, int timeout_
                              char *err, size_t errlen);
 
 /*
+ * producer_topic_max_bytes_ask() - the same question without waiting (the
+ * request times out after @timeout_ms): the answer wakes producer_fd() and
+ * is taken by producer_poll(), then by producer_topic_max_bytes_answer().
+ * One question is open at a time: asking again forgets the earlier one
+ * (its late answer is dropped). Returns 0.
+ */
+int producer_topic_max_bytes_ask(struct producer *p, const char *topic, int timeout_ms);
+
+/*
+ * producer_topic_max_bytes_answer() - the answer to the open
+ * producer_topic_max_bytes_ask(), once: 0 with *ret_bytes set, -ESRCH or
+ * -EIO with the reason in @err, as producer_topic_max_bytes(); -EAGAIN
+ * while it has not come; -ENOENT when nothing is asked.
+ */
+int producer_topic_max_bytes_answer(struct producer *p, int64_t *ret_bytes, char *err, size_t errlen);
+
+/* producer_topic_max_bytes_forget() - stop waiting for the open question: its answer is dropped. */
+void producer_topic_max_bytes_forget(struct producer *p);
+
+/*
  * producer_topics_exist() - which of the @n @topics the cluster has, from
  * one metadata request for all topics (naming a topic in a metadata request
  * can make the broker auto-create it), waiting up to @timeout_ms. Sets

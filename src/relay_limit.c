@@ -128,8 +128,47 @@ bool relay_too_large_alone(const struct relay *r, const struct producer_msg *m, 
 }
 
 /*
+ * While streaming: the question asked without waiting, its answer awaited in
+ * the one wait, so that HTTP (health probes), Kafka and the server are
+ * served meanwhile; the stream is not read until it comes. Returns as
+ * producer_topic_max_bytes(), or -ECANCELED on a stop or failure meanwhile.
+ */
+static int ask_while_streaming(struct relay *r, const char *topic, int ms, int64_t *ret_bytes, char *err,
+                               size_t errlen)
+{
+        /* librdkafka times the request out itself; this is the guard behind it. */
+        int64_t deadline = relay_mono_ms() + ms + 1000;
+        int failure = r->failure, ret;
+
+        producer_topic_max_bytes_ask(r->prod, topic, ms);
+        while ((ret = producer_topic_max_bytes_answer(r->prod, ret_bytes, err, errlen)) == -EAGAIN) {
+                int64_t left = deadline - relay_mono_ms();
+
+                if (*r->stop || r->failure != failure || !r->streaming) {
+                        ret = -ECANCELED;
+                        break;
+                }
+                if (left <= 0) {
+                        snprintf(err, errlen, "no answer to DescribeConfigs within %d ms", ms);
+                        ret = -EIO;
+                        break;
+                }
+                if (relay_wait(r, (int)left, 0) < 0) {
+                        ret = -ECANCELED;
+                        break;
+                }
+        }
+        if (ret == -EAGAIN || ret == -ECANCELED || ret == -EIO)
+                producer_topic_max_bytes_forget(r->prod);
+        if (ret == -ECANCELED)
+                snprintf(err, errlen, "the relay stopped or failed while reading it");
+        return ret;
+}
+
+/*
  * One DescribeConfigs for @e with r->prod. Returns 0 with e->max_bytes set,
- * or the error of producer_topic_max_bytes() with the reason in @err.
+ * -ECANCELED (stop or failure meanwhile), or the error of
+ * producer_topic_max_bytes() with the reason in @err.
  */
 static int read_one(struct relay *r, struct relay_topic_limit *e, char *err, size_t errlen)
 {
@@ -138,15 +177,19 @@ static int read_one(struct relay *r, struct relay_topic_limit *e, char *err, siz
         int ret;
 
         /*
-         * While streaming, no longer than a status interval: the loop does not
-         * turn meanwhile, and a broker that does not answer (frozen, far away)
-         * must not cost the walsender its wal_sender_timeout. A limit not read
-         * in time is left to a refusal, like one the relay may not read.
+         * While streaming, no longer than a status interval: the stream is not
+         * read meanwhile, and a broker that does not answer (frozen, far away)
+         * must not hold up a row's transaction for long. A limit not read in
+         * time is left to a refusal, like one the relay may not read.
          */
         if (r->streaming && r->fb.interval_ms > 0 && r->fb.interval_ms < ms)
                 ms = (int)r->fb.interval_ms;
-        ret = producer_topic_max_bytes(r->prod, e->name, ms, &bytes, err, errlen);
-
+        if (r->streaming)
+                ret = ask_while_streaming(r, e->name, ms, &bytes, err, errlen);
+        else
+                ret = producer_topic_max_bytes(r->prod, e->name, ms, &bytes, err, errlen);
+        if (ret == -ECANCELED)
+                return ret;
         e->read = true;
         if (ret == 0)
                 e->max_bytes = bytes;
@@ -163,10 +206,9 @@ int relay_fit_topic(struct relay *r, const char *topic)
                 return 0;
         if (!(e = entry(r, topic, false)))
                 return r->failure ? -ECANCELED : 0;
-        /* Blocks for one request: the server hears from the relay first. */
-        if (r->streaming && relay_send_status(r) < 0)
-                return -ECANCELED;
         ret = read_one(r, e, err, sizeof(err));
+        if (ret == -ECANCELED)
+                return r->failure ? -ECANCELED : 0;
         if (ret == -ESRCH) {
                 log_debug("topic \"%s\" does not exist yet: the broker's default limit applies", topic);
                 return 0;
@@ -278,6 +320,8 @@ static int read_limits(struct relay *r)
                 if (!e->unread && !e->refused)
                         continue;
                 ret = read_one(r, e, err, sizeof(err));
+                if (ret == -ECANCELED)
+                        return r->failure ? -ECANCELED : changed;
                 if (ret < 0 && !e->refused) {
                         /* Known at start only (a topic made on first use, say): a refusal reads it. */
                         log_info("max.message.bytes of topic \"%s\" not read (%s): a batch the broker "

@@ -120,3 +120,44 @@ def test_clients_that_do_not_read_do_not_stall_streaming(case):
     finally:
         for s in stuck:
             s.close()
+
+
+def test_healthz_answers_while_new_topics_limits_are_read(case, own_broker):
+    """Before its first record to a topic the relay reads the topic's
+    max.message.bytes (DescribeConfigs). A broker that does not answer
+    (frozen here) makes each read last up to a status interval (1 s in the
+    tests): a transaction naming eight new topics took eight seconds in which
+    the relay answered no HTTP request, and a liveness probe that gives up
+    after a second or two (Kubernetes' default timeoutSeconds is 1) would
+    have the relay restarted. The reads now wait in the relay's one wait,
+    which answers HTTP: every probe meanwhile gets its answer. Then the broker
+    thaws and every row arrives."""
+    port = procs.free_port()
+    case.relay("--http", "127.0.0.1:%d" % port, "-X", "message.timeout.ms=300000",
+               brokers=own_broker.bootstrap)
+    conn = case.connect(autocommit=False)
+    first = insert_rows(conn, simple_rows("lim-before", 1, kind="k0"))
+    wait_confirmed(case, first.lsn_before, timeout=60)
+    kinds = ["k%d" % i for i in range(1, 9)]
+    own_broker.freeze()
+    try:
+        rows = insert_rows(conn, [{"work_id": "lim-%s" % k, "kind": k, "payload": {}} for k in kinds])
+        # The relay meets the new topics now; probe while it reads their limits.
+        probes, failed = 0, []
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            try:
+                status, _ = http_get(port, "/healthz", timeout=1.5)
+                if status != 200:
+                    failed.append("status %d" % status)
+            except OSError as e:
+                failed.append("no answer in %.1f s (%s)" % (time.monotonic() - t0, e))
+            probes += 1
+            time.sleep(0.2)   # a probe's period: time itself is the condition
+        assert probes >= 10 and not failed, (probes, failed, case.logs())
+    finally:
+        own_broker.thaw()
+    reader = case.reader([case.topic(k) for k in kinds], bootstrap=own_broker.bootstrap)
+    assert reader.read_until(has_ids(rows.work_ids), 90), case.logs()
+    wait_confirmed(case, rows.lsn_before, timeout=60)
