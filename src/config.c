@@ -1139,11 +1139,28 @@ static bool env_is(const char *e, const char *name)
         return strncmp(e, name, n) == 0 && e[n] == '=';
 }
 
+/* Is @var (without _FILE) the variable of one of the relay's own options? */
+static bool option_variable(const char *var)
+{
+        for (size_t i = 0; i < N_OPTS; i++) {
+                char name[128];
+
+                if (opt_defs[i].flags & OPT_NOENV)
+                        continue;
+                env_name(&opt_defs[i], name, sizeof(name));
+                if (strcmp(var, name) == 0)
+                        return true;
+        }
+        return false;
+}
+
 /*
  * librdkafka properties from OUTBOX_RELAY_KAFKA_<PROPERTY>[_FILE]: the
  * property in lower case, '.' written as '_' and '_' as "__" (so
  * OUTBOX_RELAY_KAFKA_SASL_PASSWORD is sasl.password), as Confluent's Kafka
- * images map KAFKA_* variables.
+ * images map KAFKA_* variables. The variables of the relay's own
+ * --kafka-* options (OUTBOX_RELAY_KAFKA_TRANSACTION_TIME) are theirs, not
+ * librdkafka's.
  */
 static int env_kafka(struct parse *p)
 {
@@ -1167,6 +1184,8 @@ static int env_kafka(struct parse *p)
                                 continue;  /* env_value() refuses both below */
                         len -= 5;
                 }
+                if (option_variable(var))
+                        continue;
                 if (strcmp(var, ENV_KAFKA_PREFIX "PROPERTY") == 0) {
                         set_err(p->err, p->errlen, "%s is not used: set each librdkafka property in "
                                 "its own variable, e.g. " ENV_KAFKA_PREFIX "LINGER_MS=5 for linger.ms",

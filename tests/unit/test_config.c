@@ -293,6 +293,18 @@ static void test_lists(void)
         CHECK_STR(prop(&c, "sasl.kerberos.kinit_cmd"), "kinit");
         config_free(&c);
 
+        /* The variables of the relay's --kafka-* options are not librdkafka properties. */
+        setenv("OUTBOX_RELAY_KAFKA_TRANSACTION_TIME", "0.01", 1);
+        setenv("OUTBOX_RELAY_KAFKA_TRANSACTION_MESSAGES", "50", 1);
+        CHECK_INT(PARSE(&c, err, "-c", f), 0);
+        CHECK_INT(c.txn_max_ms, 10);
+        CHECK_INT(c.txn_max_messages, 50);
+        CHECK(prop(&c, "transaction.time") == NULL);
+        CHECK(prop(&c, "transaction.messages") == NULL);
+        config_free(&c);
+        unsetenv("OUTBOX_RELAY_KAFKA_TRANSACTION_TIME");
+        unsetenv("OUTBOX_RELAY_KAFKA_TRANSACTION_MESSAGES");
+
         CHECK_INT(PARSE(&c, err, "-c", f, "-t", "only.this"), 0);
         CHECK_INT(c.ntables, 1);
         CHECK_STR(c.tables[0].table, "this");
