@@ -46,6 +46,7 @@
 #define INIT_MS 30000             /* init_transactions(), at most */
 #define TXN_MS 60000              /* a commit or abort, at most: librdkafka's transaction.timeout.ms */
 #define CALL_MS 200               /* one blocking call of the transactions API, at most */
+#define EOS_IDLE_CHECKPOINT_MS 1000 /* a checkpoint-only Kafka transaction at most this often */
 
 bool relay_eos_on(const struct relay *r)
 {
@@ -698,10 +699,12 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
         /*
          * Nothing of the outbox to publish, but the slot moves on (keepalives,
          * other tables' transactions): a transaction holding only the
-         * checkpoint, at most every STATUS_MIN_GAP_MS.
+         * checkpoint, at most every EOS_IDLE_CHECKPOINT_MS. Each is a round of
+         * requests to the transaction coordinator (AddPartitionsToTxn, Produce,
+         * EndTxn) and two records in the checkpoint partition.
          */
         if (x->open || x->aborted || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
-            relay_mono_ms() - x->last_idle_ms < STATUS_MIN_GAP_MS)
+            relay_mono_ms() - x->last_idle_ms < EOS_IDLE_CHECKPOINT_MS)
                 return;
         x->last_idle_ms = relay_mono_ms();
         if (ensure_open(r) < 0)

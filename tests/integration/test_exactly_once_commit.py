@@ -8,14 +8,16 @@ wording of its log lines."""
 import os
 import signal
 import threading
+import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
-from harness import EXIT_UNPUBLISHABLE, KafkaBroker, TopicReader, insert_rows, wait_until
-from harness.faults import BROKER_START_S, collector, observe, start_relay, verify_exactly_once
+from harness import (EXIT_UNPUBLISHABLE, KafkaBroker, TopicReader, insert_rows, parse_lsn,
+                     wait_confirmed, wait_until)
+from harness.faults import BROKER_START_S, collector, observe, say, start_relay, verify_exactly_once
 from rows_helpers import assert_not_confirmed_past, wait_exit
 
-from eos_helpers import EOS
+from eos_helpers import DEFAULT_CHECKPOINT_TOPIC, EOS, checkpoints, wait_checkpoint_past
 
 
 def committed_reader(case, topics=None):
@@ -157,4 +159,38 @@ def test_coordinator_timeout_is_not_taken_for_a_fence(case, timeout_broker):
     conn.close()
     assert "past the producer's transaction.timeout.ms" in relay.log or \
         "past its transaction.timeout.ms" in relay.log, relay.log[-3000:]
+    assert relay.stop() == 0, relay.log
+
+
+def test_idle_stream_writes_a_checkpoint_at_most_once_a_second(case):
+    """With no outbox row to publish, the slot still moves on (other tables'
+    commits, keepalives): under --exactly-once the relay confirms it through
+    Kafka transactions that hold only the checkpoint. Each is a round of
+    requests to the transaction coordinator; on a busy server they came up to
+    ten times a second, one per status gap (100 ms). Now at most one a second,
+    and the slot still moves."""
+    case.query("CREATE TABLE busy_elsewhere (id serial PRIMARY KEY, note text)")
+    relay = start_relay(case, *EOS, status_interval=1)
+    key = "/" + case.slot
+    conn = case.connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO busy_elsewhere (note) VALUES ('first')")
+        first = parse_lsn(case.pg.scalar("SELECT pg_current_wal_lsn()::text"))
+        wait_checkpoint_past(case, first)
+        before = len(checkpoints(case.kafka.bootstrap, DEFAULT_CHECKPOINT_TOPIC, key))
+        # the condition under test is a rate: commits of another table for 4 s of the clock
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 4.0:
+            cur.execute("INSERT INTO busy_elsewhere (note) VALUES ('x')")
+            time.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        last = parse_lsn(case.pg.scalar("SELECT pg_current_wal_lsn()::text"))
+    wait_checkpoint_past(case, last)
+    wait_confirmed(case, last, timeout=30)
+    written = len(checkpoints(case.kafka.bootstrap, DEFAULT_CHECKPOINT_TOPIC, key)) - before
+    conn.close()
+    say("checkpoint-only transactions in %.1f s of other tables' commits: %d" % (elapsed, written))
+    # one a second: one at each end of the window, the one that catches up after the load,
+    # and one for WAL the server writes by itself meanwhile (10 a second before the fix)
+    assert 1 <= written <= int(elapsed) + 4, (written, relay.log[-3000:])
     assert relay.stop() == 0, relay.log
