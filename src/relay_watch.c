@@ -38,6 +38,7 @@
 #define ROUND_MIN_GAP_MS 50       /* rounds at most this often while there is something to verify */
 #define SIDE_RETRY_MS 1000        /* after a lost side connection */
 #define CHECKPOINT_READ_MS 30000  /* reading the newest checkpoint, at most */
+#define CHECKPOINT_SLOW_MS 3000   /* a read still going after this long says why it waits */
 #define CHECKPOINT_ACK_MS 30000   /* waiting for a checkpoint written before streaming */
 #define TOPIC_MS 15000            /* creating or describing the checkpoint topic */
 #define CHECKPOINT_RETRY_MS 5000  /* reading it again while Kafka is away */
@@ -327,7 +328,21 @@ static int read_newest(struct relay *r, int timeout_ms, struct checkpoint *c, bo
                 *ret_found = false;
                 return 0;
         }
-        ret = checkpoint_read(&w->src, w->key, timeout_ms, c, ret_found, ret_no_topic, err, errlen);
+        /*
+         * A long read says why it waits while it waits: after CHECKPOINT_SLOW_MS
+         * (another producer's transaction open in the topic, a slow broker) a
+         * warning names the reason, then the read starts again for the rest.
+         */
+        ret = checkpoint_read(&w->src, w->key,
+                              timeout_ms > CHECKPOINT_SLOW_MS ? CHECKPOINT_SLOW_MS : timeout_ms, c,
+                              ret_found, ret_no_topic, err, errlen);
+        if (ret == -ETIMEDOUT && timeout_ms > CHECKPOINT_SLOW_MS) {
+                log_warning("still reading the newest checkpoint of slot \"%s\" after %d ms, for up to "
+                            "%d ms more: %s", r->conf->slot, CHECKPOINT_SLOW_MS,
+                            timeout_ms - CHECKPOINT_SLOW_MS, err);
+                ret = checkpoint_read(&w->src, w->key, timeout_ms - CHECKPOINT_SLOW_MS, c, ret_found,
+                                      ret_no_topic, err, errlen);
+        }
         if (ret == -EBADMSG) {
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT, "%s: something else writes to the checkpoint topic; "
                            "give the relay a topic of its own with --checkpoint-topic", err);

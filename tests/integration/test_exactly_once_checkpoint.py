@@ -58,6 +58,10 @@ def test_checkpoint_behind_another_producers_open_transaction(case, eos):
         relay = case.relay(*args, create_slot=False, ready=False)
         n = observe(4, not_streaming(case, relay), interval=0.2)
         say("the restarted relay waited %d checks without deciding" % n)
+        # and says why while it waits, not only when its 30 s are up
+        wait_until(lambda: "still reading the newest checkpoint" in relay.log, 10,
+                   what="the relay to say why it waits")
+        assert "a Kafka transaction of another producer is open there" in relay.log, relay.log
     finally:
         foreign.abort()
     relay.wait_ready(case.pg, case.slot, timeout=60)
