@@ -473,6 +473,17 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
         /* A checkpoint never claims less than the newest committed one. */
         if (lsn < r->watch.ckpt_acked)
                 lsn = r->watch.ckpt_acked;
+        /*
+         * Nor less of a split transaction: one short of the end of a
+         * transaction whose rows an earlier commit covered in part (a
+         * checkpoint-only one, held back to what the side connection has
+         * verified) carries that part on. Without it a restart takes those
+         * rows, committed in Kafka, for unpublished and sends them again.
+         */
+        if (part_end == LSN_INVALID && x->committed_part_end > lsn) {
+                part_end = x->committed_part_end;
+                part_rows = x->committed_part_rows;
+        }
         if (lsn > x->last_end)
                 x->last_end = lsn;
         if (produce_checkpoint(r, lsn, part_end, part_rows) < 0)
@@ -722,6 +733,9 @@ void relay_eos_resume(struct relay *r, const struct checkpoint *c)
         x->skip_upto = c->lsn;
         x->resume_end = c->txn_end_lsn;
         x->resume_rows = c->txn_rows;
+        /* What the checkpoint holds of a split transaction is committed: the next ones keep it. */
+        x->committed_part_end = c->txn_end_lsn;
+        x->committed_part_rows = c->txn_rows;
         /* Everything up to the slot's position is done too: a checkpoint never claims less. */
         x->last_end = c->lsn > r->watch.slot_start_lsn ? c->lsn : r->watch.slot_start_lsn;
         x->part_rows = 0;

@@ -229,6 +229,7 @@ struct relay_eos {
         char fail_name[64], fail_text[512];
         uint64_t last_end;            /* end LSN of the newest PostgreSQL transaction fully in */
         uint64_t part_rows;           /* rows of the current PostgreSQL transaction handled so far */
+        /* the newest committed checkpoint's split transaction (end LSN, rows in), or 0: carried on */
         uint64_t committed_part_end, committed_part_rows;
         uint64_t skip_upto;           /* from the checkpoint: transactions ending at or before are in */
         uint64_t resume_end;          /* from the checkpoint: a split transaction, or 0 */

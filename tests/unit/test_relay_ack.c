@@ -53,6 +53,7 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
         w->mc = rd_kafka_mock_cluster_new(w->mock_rk, 1);
         rd_kafka_mock_topic_create(w->mc, TOPIC, 1, 1);
         rd_kafka_mock_topic_create(w->mc, DEAD, 1, 1);
+        rd_kafka_mock_topic_create(w->mc, "outbox-relay.checkpoints", 1, 1);
         argv[argc++] = "test";
         argv[argc++] = "-b";
         argv[argc++] = (char *)rd_kafka_mock_cluster_bootstraps(w->mc);
@@ -668,6 +669,49 @@ static void test_classification(void)
         CHECK(producer_fix(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION) == NULL);
 }
 
+/*
+ * A PostgreSQL transaction ending at 0x20 split over Kafka transactions: its
+ * two rows committed by the split (the checkpoint says: up to 0x10, and 2
+ * rows of the transaction ending at 0x20), then its commit line read, and no
+ * row after it. The next checkpoint-only transaction (the slot moving on
+ * with other tables' commits) may claim only what the side connection has
+ * verified, 0x18 here, short of 0x20. It once carried no split part: after a
+ * crash the restart took the two committed rows for unpublished and sent
+ * them again (two duplicates in CI's exactly-once crash loop). The part
+ * goes on until a checkpoint reaches the transaction's end.
+ */
+static void test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part(void)
+{
+        struct world w;
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        CHECK(ledger_begin(w.r.ledger, 0x20, 0) == 0);
+        w.r.txn.end_lsn = 0x20;
+        relay_eos_txn_begins(&w.r, 0x20);
+        CHECK_INT(produce_eos_row(&w, "split-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK_INT(produce_eos_row(&w, "split-2"), 0);
+        relay_eos_row_done(&w.r);
+        /* the split: committed inside the PostgreSQL transaction, with its part */
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK(w.r.eos.committed_part_end == 0x20);
+        CHECK_INT(w.r.eos.committed_part_rows, 2);
+        settle(&w);
+        CHECK(ledger_commit(w.r.ledger, 0x20) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x20), 0);
+        CHECK_INT(w.r.eos.open, 0);
+        /* a checkpoint-only transaction short of the split transaction's end */
+        relay_eos_checkpoint(&w.r, 0x18);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.eos.stats_committed, 2);
+        CHECK(w.r.watch.ckpt_acked == 0x18);
+        CHECK(w.r.eos.committed_part_end == 0x20);
+        CHECK_INT(w.r.eos.committed_part_rows, 2);
+        world_close(&w);
+}
+
 int main(void)
 {
         test_classification();
@@ -687,5 +731,6 @@ int main(void)
         test_eos_transaction_failed_by_librdkafka_at_commit();
         test_eos_state_refusal_without_reports_aborts();
         test_eos_topic_refused_to_the_transaction_is_the_records_error();
+        test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
         return check_summary();
 }
