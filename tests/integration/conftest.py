@@ -126,6 +126,29 @@ class Case:
     def metric(self, name, value, unit=""):
         _metrics.append("%s %s %s %s" % (self.name, name, value, unit))
 
+    def fence_transactional_ids(self):
+        """End what this test's --exactly-once relays left open on the
+        worker's broker. A relay killed in a commit (SIGKILL, or a test that
+        failed before restarting it) leaves its Kafka transaction open for
+        transaction.timeout.ms (15 minutes in the tests): the shared
+        checkpoint topic's last stable offset then stays behind, and every
+        later relay of the worker waits on it before it streams (seen in CI
+        after one failed test: three more failed). init_transactions() with
+        the same transactional.id aborts it, as the next relay's would."""
+        tids = set()
+        for r in self.relays:
+            if self.kafka.bootstrap not in r.args:
+                continue
+            tids.update(re.findall(r'exactly-once: Kafka transactions as "([^"]+)"',
+                                   harness.procs.tail(r.log_path, 1 << 28)))
+        for tid in sorted(tids):
+            try:
+                from confluent_kafka import Producer
+                Producer({"bootstrap.servers": self.kafka.bootstrap,
+                          "transactional.id": tid}).init_transactions(30)
+            except Exception as e:  # the broker may be down: the test said why already
+                print("teardown: cannot fence transactional.id %s: %s" % (tid, e))
+
     def logs(self):
         out = []
         for r in self.relays:
@@ -137,6 +160,7 @@ class Case:
         for r in self.relays:
             if r.alive:
                 r.kill()
+        self.fence_transactional_ids()
         for rd in self.readers:
             rd.close()
         if self.pg.running:

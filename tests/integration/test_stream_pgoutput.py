@@ -249,10 +249,14 @@ def test_exactly_once_split_transaction_with_pgoutput(case):
     middle of handing it out; the restarted relay (whose decoder holds the
     transaction again until its commit) resumes inside it, every record once
     for a read_committed consumer."""
-    from harness.faults import collector, sigkill, start_relay, verify_exactly_once
+    from harness.faults import collector, say, sigkill, start_relay, verify_exactly_once
     coll = collector(case, isolation="read_committed")
+    # Slowed down (at most 100 records in flight, each batch lingering 50 ms: about 3 s for
+    # the 6,000 records), so that the kill lands in the middle on a loaded machine too: the
+    # collector can see half of them some time after the relay has handed them out.
     args = ["--plugin", "pgoutput", "--exactly-once", "-X", "transaction.timeout.ms=900000",
-            "--message-prefix", "outbox", "--kafka-transaction-messages=500"]
+            "--message-prefix", "outbox", "--kafka-transaction-messages=500",
+            "--max-inflight-messages=100", "-X", "linger.ms=50"]
     relay = start_relay(case, *args)
     n = 3000
     case.query("INSERT INTO outbox (work_id, kind, payload) SELECT 'row-' || g, 'fault', "
@@ -262,6 +266,7 @@ def test_exactly_once_split_transaction_with_pgoutput(case):
     sigkill(relay)
     wait_until(lambda: not case.slot_info()["active"], 60, what="the slot to be released", tick=coll.poll)
     got = len(coll.ids())
+    say("records in before the kill: %d of %d" % (got, 2 * n))
     assert got < 2 * n, "the whole transaction was in before the kill: the scenario did not happen"
     relay = start_relay(case, *args, create_slot=False)
     expected = ["%s-%d" % (k, i) for k in ("row", "msg") for i in range(1, n + 1)]
