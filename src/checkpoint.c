@@ -303,7 +303,14 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
 
         *ret_found = false;
         *ret_no_topic = false;
-        if (set(kc, "bootstrap.servers", src->brokers, err, errlen) < 0)
+        /*
+         * A fetch at the partition's end waits fetch.wait.max.ms (librdkafka's
+         * default 500 ms) for data before the broker answers, and the read ends
+         * at the end twice (the decided end, then the newest window): a second
+         * of every start and reconnect. The end is what the reader waits for.
+         */
+        if (set(kc, "bootstrap.servers", src->brokers, err, errlen) < 0 ||
+            set(kc, "fetch.wait.max.ms", "10", err, errlen) < 0)
                 goto fail_conf;
         for (size_t i = 0; i < src->nprops; i++)
                 if (!producer_only_property(src->props[2 * i]) &&
