@@ -228,6 +228,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "smoke: a quick test of the basics, run first on its own (tests/integration/"
         "meson.build's integration-smoke) so that a relay that does not work fails in a minute")
+    config.addinivalue_line(
+        "markers", "exactly_once: runs the relay (or check) with --exactly-once; "
+        "tests/run-librdkafka.sh runs these against librdkafka 2.8 too")
 
 
 # tryfirst: before xdist's own hook, which turns the marks into node ids

@@ -89,6 +89,7 @@ def test_check_role_without_select(case):
         role.drop()
 
 
+@pytest.mark.exactly_once
 def test_check_broker_unreachable(case):
     brokers = "127.0.0.1:%d" % free_port()   # nothing listens there
     started = time.monotonic()
@@ -231,6 +232,7 @@ def test_check_topics_missing_without_auto_creation(case):
     assert "auto.create.topics.enable=true" in items[name][1], out
 
 
+@pytest.mark.exactly_once
 def test_check_names_topic_limits_below_the_batch(case):
     """A topic whose max.message.bytes is below the producer's batch (issue
     21): a WARN that names the topic's limit, the producer's batch and the

@@ -466,6 +466,7 @@ def test_secrets_never_leak(kcase, tls_kafka):
 # --- Least privilege -------------------------------------------------------
 
 
+@pytest.mark.exactly_once
 def test_least_privilege_exactly_once(kcase, tls_kafka):
     """README's grants and no more carry --exactly-once with a dead-letter
     topic: PostgreSQL's role of sql/role.sql over TLS with SCRAM; Kafka's

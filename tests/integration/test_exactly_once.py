@@ -27,6 +27,9 @@ from harness.faults import (KIND, NO_TIMEOUT, Load, collector, heal_broker, say,
                             spare_broker, start_relay, verify_exactly_once, wal_sender_timeout)
 from check_helpers import check_args, run_check
 
+# tests/run-librdkafka.sh runs these (-m exactly_once) against librdkafka 2.8 too
+pytestmark = pytest.mark.exactly_once
+
 # a transactional producer's messages may not outlive its transactions: both long, for the outages
 EOS = ["--exactly-once", "-X", "transaction.timeout.ms=900000"] + NO_TIMEOUT
 ROWS = sized(20000, 100000)

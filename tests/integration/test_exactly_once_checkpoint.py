@@ -20,6 +20,9 @@ from rows_helpers import wait_exit
 
 from eos_helpers import EOS, ForeignTransaction
 
+# tests/run-librdkafka.sh runs these (-m exactly_once) against librdkafka 2.8 too
+pytestmark = pytest.mark.exactly_once
+
 
 def committed_reader(case):
     rd = TopicReader(case.kafka.bootstrap, [case.topic_pattern], **{"isolation.level": "read_committed"})

@@ -19,6 +19,9 @@ from rows_helpers import assert_not_confirmed_past, wait_exit
 
 from eos_helpers import DEFAULT_CHECKPOINT_TOPIC, EOS, checkpoints, wait_checkpoint_past
 
+# tests/run-librdkafka.sh runs these (-m exactly_once) against librdkafka 2.8 too
+pytestmark = pytest.mark.exactly_once
+
 
 def committed_reader(case, topics=None):
     rd = TopicReader(case.kafka.bootstrap, topics or [case.topic_pattern],

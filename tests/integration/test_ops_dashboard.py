@@ -15,6 +15,7 @@ import subprocess
 import urllib.request
 
 import harness
+import pytest
 import yaml
 from harness.http import url, wait_http, wait_metric
 from harness.promtool import ensure_promtool
@@ -50,6 +51,7 @@ def exported(port):
     return names, text
 
 
+@pytest.mark.exactly_once
 def test_every_metric_of_the_dashboard_is_exported(case):
     exprs = expressions()
     assert len(exprs) >= 15, exprs

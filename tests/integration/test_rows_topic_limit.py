@@ -40,6 +40,9 @@ MODES = {
     "default": [],
     "exactly-once": ["--exactly-once", "--kafka-transaction-time=0.2"],
 }
+# each mode a parameter, the --exactly-once one marked for tests/run-librdkafka.sh
+MODE_PARAMS = [pytest.param(m, marks=pytest.mark.exactly_once) if "--exactly-once" in a else m
+               for m, a in MODES.items()]
 ROWS = 160           # one-row transactions per topic
 KEYS = 4
 TOPICS = {
@@ -122,7 +125,7 @@ def arrived_in_place(records, good, case):
     return problems
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_only_the_oversize_rows_are_dead_lettered(case, mode):
     dead = case.topic("dead")
     create_topics(case, dead)
@@ -168,7 +171,7 @@ def test_only_the_oversize_rows_are_dead_lettered(case, mode):
     assert relay.stop() == EXIT_OK, relay.log
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_stop_names_the_oversize_row_and_its_limit(case, mode):
     """--on-error=stop: the relay stops at the 100 kB row of "mid" (the only
     oversize one), naming it and the topic's limit, never a good row; with
@@ -212,7 +215,7 @@ def set_topic_limit(case, topic, limit):
     wait_until(applied, 30, what="max.message.bytes=%d on %s" % (limit, topic))
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_limit_lowered_while_running(case, mode):
     """The relay read the topic's limit with its first row; then an operator
     lowers it to 3,000 bytes. The broker refuses the next batch as too large:

@@ -155,6 +155,7 @@ def test_unauthorized_topic_stops(case, sasl_kafka, acl):
 
 
 @pytest.mark.parametrize("log_level", [None, "2"], ids=["logged", "log_level_2"])
+@pytest.mark.exactly_once
 def test_unauthorized_topic_exactly_once(case, sasl_kafka, log_level):
     """--exactly-once, and the relay may DESCRIBE the forbidden topic but not
     WRITE to it: the transaction coordinator refuses the topic's partition to

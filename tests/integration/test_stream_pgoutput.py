@@ -243,6 +243,7 @@ def test_debezium_preset_records_are_the_same_with_either_plugin(case):
         assert relay.stop() == EXIT_OK, relay.log
 
 
+@pytest.mark.exactly_once
 def test_exactly_once_split_transaction_with_pgoutput(case):
     """--exactly-once with pgoutput: one transaction of interleaved rows and
     logical messages, split over Kafka transactions and killed in the
