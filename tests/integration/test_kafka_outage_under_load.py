@@ -17,7 +17,7 @@ import re
 
 import harness
 import pytest
-from harness import EXIT_OK, format_lsn, insert_rows, simple_rows
+from harness import EXIT_OK, format_lsn, insert_rows, procs, simple_rows
 from harness.faults import (BROKER_START_S, NO_TIMEOUT, Load, collector, heal_broker, mark,
                             metrics_args, observe, say, sized, spare_broker, start_relay, verify,
                             wal_sender_timeout)
@@ -137,8 +137,13 @@ def test_dead_letter_on_a_full_queue_keeps_the_walsender(case, broker):
             broker.thaw()
         ids = ["full-%d" % i for i in range(10)] + ["after-%d" % i for i in range(5)]
         with harness.TopicReader(broker.bootstrap, [case.topic_pattern, re.escape(dead)]) as rd:
+            # CI once saw this reader get nothing for 120 s after the thaw, with every row
+            # acknowledged: say what the consumer saw, and what the broker did meanwhile.
             assert rd.read_until(lambda recs: {r.header("ce_id") for r in recs} >=
-                                 set(ids) | {"bad-1"}, 120), relay.log
+                                 set(ids) | {"bad-1"}, 120), \
+                "read %s; consumer errors %s; assignment %s\n--- broker log:\n%s\n--- relay log:\n%s" % (
+                    sorted(r.header("ce_id") for r in rd.records), rd.errors,
+                    rd.consumer.assignment(), procs.tail(broker.logfile, 6000), relay.log)
             bad = [r for r in rd.records if r.header("ce_id") == "bad-1"]
         assert bad and bad[0].topic == dead, [r.topic for r in bad]
         assert case.slot_info()["active_pid"] == walsender, "the walsender changed"
