@@ -48,6 +48,10 @@ def test_meson_install_puts_binary_unit_and_man_pages_in_place(tmp_path):
         cp = subprocess.run(["man", "--warnings", "-l", path], capture_output=True, text=True,
                             env=dict(os.environ, MANWIDTH="80", MAN_DISABLE_SECCOMP="1"))
         assert cp.returncode == 0 and not cp.stderr.strip(), "man -l %s:\n%s" % (page, cp.stderr)
+        # No line ends in a word broken by hyphenation or after a hyphen: a name or an
+        # option copied from the page ("de-" "bezium", "--exactly-" "once") would be wrong.
+        broken = [line for line in cp.stdout.splitlines() if re.search(r"[A-Za-z][-\u2010]$", line)]
+        assert not broken, "man -l %s breaks words at line ends:\n%s" % (page, "\n".join(broken[:10]))
         name = re.sub(r"\.(\d)$", r"(\1)", os.path.basename(page))
         assert cp.stdout.lstrip().startswith(name), cp.stdout[:200]
         assert len(cp.stdout.splitlines()) > 100, cp.stdout
