@@ -169,14 +169,17 @@ def _interrupt(signum, frame):
 
 
 def cmd_up(args):
-    # SIGTERM (kill, a supervisor) cleans up like Ctrl-C: servers stopped, temp dir removed
+    # SIGTERM (kill, a supervisor) cleans up like Ctrl-C: servers stopped, temp dir removed.
+    # SIGINT too when started in the background: a shell without job control starts
+    # `... &` with SIGINT ignored, and Python then leaves it ignored.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     with Environment(keep=args.keep) as env:
         env.pg.psql(file=SCHEMA_SQL)
         say("postgres:  %s" % env.pg.dsn)
         say("kafka:     %s" % env.kafka.bootstrap)
         say("temp dir:  %s" % env.base_dir)
-        say("outbox table created in database postgres; Ctrl-C stops everything")
+        say("outbox table created in database postgres; Ctrl-C or SIGTERM stops everything")
         try:
             while env.pg.running and env.kafka.running:
                 time.sleep(1)  # poll until Ctrl-C or a server exits
@@ -221,7 +224,7 @@ def main(argv=None):
     q.add_argument("--plugin", choices=("wal2json", "pgoutput"), default="wal2json",
                    help="the relay's output plugin (pgoutput: PostgreSQL's own)")
     q.set_defaults(func=cmd_quickstart)
-    u = sub.add_parser("up", help="run PostgreSQL and Kafka until Ctrl-C")
+    u = sub.add_parser("up", help="run PostgreSQL and Kafka until Ctrl-C or SIGTERM")
     u.add_argument("--keep", action="store_true")
     u.set_defaults(func=cmd_up)
     args = p.parse_args(argv)
