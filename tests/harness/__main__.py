@@ -160,7 +160,8 @@ def cmd_quickstart(args):
             say("      " + line)
         say("    slot outbox_relay: confirmed_flush_lsn %s, record's ce_pglsn %s"
             % (format_lsn(pg.confirmed_flush_lsn("outbox_relay")), rec.header("ce_pglsn")))
-        say("==> tearing down (%.1f s in all)" % (time.monotonic() - t0))
+        say("==> tearing down (%.1f s since the servers started; the package check and the "
+            "build before them are not counted)" % (time.monotonic() - t0))
         return 0 if rc == EXIT_OK else 1
 
 
