@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 
 from . import procs
+from .pgminor import cache_root as cache_dir   # the fetched PostgreSQL minors' cache root too
 
 # trixie's librdkafka when this was written (2026-12). apt-get source asks for
 # exactly this version; when trixie moves on, the error lists what it has, and
@@ -47,13 +48,6 @@ SOURCE = "librdkafka"
 # Debian 12 packages that the fetch and the build need, all in tests/install-deps.sh.
 BUILD_DEPS = ("dpkg-dev", "make", "gcc", "libc6-dev", "pkg-config", "python3",
               "zlib1g-dev", "libssl-dev", "libsasl2-dev", "libzstd-dev", "liblz4-dev")
-
-
-def cache_dir():
-    if os.geteuid() == 0:
-        return "/var/cache/outbox-relay"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "outbox-relay")
 
 
 def prefix_of(version=VERSION):

@@ -38,11 +38,18 @@ PACKAGES = ("postgresql-%s" % MAJOR, "postgresql-client-%s" % MAJOR)
 WAL2JSON = "postgresql-%s-wal2json" % MAJOR
 
 
-def cache_dir():
+def cache_root():
+    """Where fetched build and server artifacts are kept: /var/cache/outbox-relay
+    as root (outside any checkout, kept across clones), else
+    ${XDG_CACHE_HOME:-~/.cache}/outbox-relay."""
     if os.geteuid() == 0:
-        return "/var/cache/outbox-relay/postgresql"
+        return "/var/cache/outbox-relay"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "outbox-relay", "postgresql")
+    return os.path.join(base, "outbox-relay")
+
+
+def cache_dir():
+    return os.path.join(cache_root(), "postgresql")
 
 
 def _minor(version):
