@@ -18,7 +18,7 @@
                                             the cache; print the prefix (last line)
   /usr/bin/python3 -m harness quickstart    the README's quickstart (tests/quickstart.sh)
   /usr/bin/python3 -m harness up            start PostgreSQL and Kafka, print how to
-                                            reach them, stop both on Ctrl-C
+                                            reach them, stop both on Ctrl-C or SIGTERM
 """
 
 import argparse

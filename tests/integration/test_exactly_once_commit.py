@@ -193,7 +193,7 @@ def test_idle_stream_writes_a_checkpoint_at_most_once_a_second(case):
         t0 = time.monotonic()
         while time.monotonic() - t0 < 4.0:
             cur.execute("INSERT INTO busy_elsewhere (note) VALUES ('x')")
-            time.sleep(0.01)
+            time.sleep(0.01)   # pacing the load (about 100 commits a second), not a wait
         elapsed = time.monotonic() - t0
         last = parse_lsn(case.pg.scalar("SELECT pg_current_wal_lsn()::text"))
     wait_checkpoint_past(case, last)
