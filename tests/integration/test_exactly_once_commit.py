@@ -6,13 +6,14 @@ what the relay concludes comes from librdkafka's error codes, not from the
 wording of its log lines."""
 
 import os
+import re
 import signal
 import threading
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
-from harness import (EXIT_UNPUBLISHABLE, KafkaBroker, TopicReader, insert_rows, parse_lsn,
+from harness import (EXIT_UNPUBLISHABLE, KafkaBroker, TopicReader, format_lsn, insert_rows, parse_lsn,
                      wait_confirmed, wait_until)
 from harness.faults import BROKER_START_S, collector, observe, say, start_relay, verify_exactly_once
 from rows_helpers import assert_not_confirmed_past, wait_exit
@@ -118,12 +119,16 @@ def test_long_postgresql_transaction_is_split_before_the_transaction_timeout(cas
     conn = case.connect(autocommit=False)
     writer = threading.Thread(target=insert_rows, args=(conn, [
         {"work_id": "slow-1", "kind": "fault", "payload": {}}],), kwargs={
-        "extra_sql": ["INSERT INTO other SELECT g FROM generate_series(1, 500000) g"]})
+        "extra_sql": ["INSERT INTO other SELECT g FROM generate_series(1, 1500000) g"]})
     writer.start()
     try:
         wait_until(published(relay, "slow-1"), 120, interval=0.01, what="the row to be published")
         os.kill(walsender, signal.SIGSTOP)
         try:
+            # How far the frozen walsender had sent: short of the commit while it replays
+            # the transaction's changes (it advances past a commit once it is sent).
+            sent_at_freeze = parse_lsn(case.pg.scalar(
+                "SELECT sent_lsn::text FROM pg_stat_replication WHERE pid = %s", (walsender,)))
             assert not coll.poll(0.1) and "slow-1" not in coll.ids(), \
                 "the PostgreSQL transaction was read whole before the freeze: the scenario did not happen"
             observe(4, lambda: None, interval=0.5)    # twice the timeout, inside the transaction
@@ -131,6 +136,16 @@ def test_long_postgresql_transaction_is_split_before_the_transaction_timeout(cas
             os.kill(walsender, signal.SIGCONT)
     finally:
         writer.join()
+    # The Kafka transaction's record can wait on librdkafka (2.8 holds a new topic's first
+    # record about a second), so the check above alone cannot tell that the walsender was
+    # frozen inside the transaction: its sent LSN can (1,500,000 other changes give it
+    # seconds; 500,000 were once replayed before the freeze under load).
+    m = re.search(r'published work ID "slow-1" .*\(transaction ending at LSN ([0-9A-F]+/[0-9A-F]+)\)',
+                  relay.log)
+    assert m, relay.log[-3000:]
+    assert sent_at_freeze < parse_lsn(m.group(1)), \
+        "the walsender had sent up to %s, the transaction's end %s, before the freeze: the " \
+        "scenario did not happen" % (format_lsn(sent_at_freeze), m.group(1))
     verify_exactly_once(case, coll, ["slow-1"], "eos_timeout_split", relays=[relay])
     conn.close()
     assert "(a split transaction)" in relay.log, relay.log[-3000:]
