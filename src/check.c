@@ -271,7 +271,7 @@ static void check_output_plugins(struct check *ck)
         else if (strcmp(ck->plugin, "wal2json") == 0 && pgo)
                 add(ck, CHECK_FAIL, "output plugins", "%s; the relay would stream with wal2json (%s); fix: "
                     "start with --plugin=pgoutput (or --plugin=auto): PostgreSQL's own output plugin, "
-                    "which this server allows and every server has (README, \"Output plugins\"), or let "
+                    "which this server allows and every server has (outbox-relay(7), OUTPUT PLUGINS), or let "
                     "the server allow wal2json (see the wal2json item)", allowed, ck->plugin_why);
         else
                 add(ck, CHECK_FAIL, "output plugins", "%s; the relay would stream with %s (%s); fix: see "

@@ -400,7 +400,7 @@ enum checkpoint_topic_verdict checkpoint_topic_judge(const char *topic, const st
                          "writes partition 0 only, and relays of earlier releases wrote each key to a "
                          "partition of its own, so the newest checkpoint of a slot can be in another. "
                          "Give every relay that shares it a topic of one partition (%s) with "
-                         "--checkpoint-topic; README, \"The checkpoint record\"", topic, t->partitions,
+                         "--checkpoint-topic; outbox-relay(7), \"The checkpoint record\"", topic, t->partitions,
                          create);
                 return CHECKPOINT_TOPIC_UNTRUSTED;
         }

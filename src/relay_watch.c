@@ -486,6 +486,26 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
         bool accepted = false;
 
         lsn_format(s, a);
+        /*
+         * An earlier session of this process read or wrote a checkpoint of
+         * the slot there: the topic lost it under the running relay. Said
+         * as the streaming check says it, whichever notices first (a Kafka
+         * transaction whose checkpoint record found no topic ends the
+         * session before the check).
+         */
+        if (!found && relay_eos_on(r) && w->judged_once &&
+            (w->ckpt_acked != LSN_INVALID || w->ckpt_floor != LSN_INVALID)) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT,
+                           "the checkpoint topic \"%s\" no longer holds the checkpoint of slot \"%s\"%s, "
+                           "since the relay started streaming: it was deleted, or deleted and made anew. "
+                           "Stopping: nothing after LSN %s is confirmed, and a relay of this slot started "
+                           "on that topic cannot tell how far the slot was published. Give the relay a "
+                           "topic of one partition with cleanup.policy=compact (outbox-relay(7), \"The "
+                           "checkpoint record\"); if rows may be published twice, start once with "
+                           "--accept-slot-position=%s", r->conf->checkpoint_topic, r->conf->slot,
+                           no_topic ? " (no such topic)" : "", a, a);
+                return -EINVAL;
+        }
         if (found && judge_timeline(r, c, s, &on_timeline, &accepted) < 0)
                 return -EINVAL;
         if (accepted)
@@ -510,7 +530,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                            "the slot and publish again what was committed after it. The topic was "
                            "deleted or made anew, or the slot was used by a relay of an earlier release. "
                            "If rows may be published twice, start once with --accept-slot-position=%s "
-                           "(README, \"Exactly-once into Kafka\")", r->conf->slot, a,
+                           "(outbox-relay(7), EXACTLY-ONCE INTO KAFKA)", r->conf->slot, a,
                            r->conf->checkpoint_topic, no_topic ? " (no such topic)" : "", a);
                 return -EINVAL;
         }

@@ -137,7 +137,13 @@ def test_checkpoint_topic_deleted_while_the_relay_runs(case):
     checkpoint write made it again where the brokers create topics, with
     their defaults (here three partitions, cleanup.policy=delete), and it
     went on into that. Now it notices within seconds and stops (exit 3)
-    without confirming further."""
+    without confirming further.
+
+    The check of the topic while streaming may not come first: the next
+    Kafka transaction's checkpoint record can find no topic
+    (AddPartitionsToTxn: UNKNOWN_TOPIC_OR_PART) and end the session; the
+    next session then stops as test_checkpoint_topic_deleted_then_the_session_ends
+    asserts. Both are accepted, and said alike."""
     topic = case.prefix + "-checkpoints"
     reader = committed_reader(case)
     relay = start_relay(case, *EOS, "--checkpoint-topic", topic)
@@ -148,10 +154,42 @@ def test_checkpoint_topic_deleted_while_the_relay_runs(case):
     insert_rows(conn, simple_rows("after", 3))
     conn.close()
     assert wait_exit(relay, 60) == EXIT_ENV, relay.log
-    err = the_error(relay.log)
+    errors = harness.error_lines(relay.log)
+    assert errors and 'checkpoint topic "%s"' % topic in errors[-1] and \
+        "since the relay started streaming" in errors[-1], relay.log
+    # the one way to a second error line: the transaction that ended the session first
+    for e in errors[:-1]:
+        assert e.startswith("the Kafka transaction failed") and "UNKNOWN_TOPIC_OR_PART" in e, relay.log
+    say("%s; slot confirmed %s before the deletion, %s after the stop"
+        % ("the transaction first" if len(errors) > 1 else "the check first", stood, case.confirmed()))
+
+
+def test_checkpoint_topic_deleted_then_the_session_ends(case):
+    """The checkpoint topic deleted under a running relay, and the session
+    ends before the check while streaming sees it (in CI: a Kafka
+    transaction whose checkpoint record found no topic; here the walsender
+    terminated). The next session of the same process found no checkpoint
+    and stopped with the advice for a slot of an earlier release ("no
+    checkpoint"). It knows better: this process held a checkpoint in that
+    topic, so the topic lost it since the relay started streaming. Exit 3,
+    nothing confirmed past what was; the client's auto-creation is off so
+    that the topic stays gone."""
+    topic = case.prefix + "-checkpoints"
+    case.kafka.create_topic(case.topic("order_received"))
+    reader = committed_reader(case)
+    relay = start_relay(case, *EOS, "-X", "allow.auto.create.topics=false", "--checkpoint-topic", topic)
+    conn = case.connect(autocommit=False)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("before", 3)).work_ids)
+    conn.close()
+    stood = case.confirmed()
+    case.kafka.delete_topic(topic)
+    case.pg.query("SELECT pg_terminate_backend(%s)", (case.slot_info()["active_pid"],))
+    assert wait_exit(relay, 60) == EXIT_ENV, relay.log
+    ended, err = harness.error_lines(relay.log)
+    assert "terminating connection due to administrator command" in ended, relay.log
     assert 'checkpoint topic "%s"' % topic in err and "since the relay started streaming" in err, \
         relay.log
-    say("slot confirmed %s before the deletion, %s after the stop" % (stood, case.confirmed()))
+    assert case.confirmed() == stood, relay.log
 
 
 def test_exactly_once_without_its_checkpoint_stops(case):
