@@ -203,9 +203,13 @@ static const struct opt_def opt_defs[] = {
         {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "8388608", 1024, INT64_C(1) << 32,
          "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0, NULL},
         {"kafka-transaction-time", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
-         "--exactly-once: commit a Kafka transaction this long after it began, at a commit", 0,
-         "Also when the stream is idle; 5 times as long (at most 1 s) while draining a "
+         "--exactly-once: commit a Kafka transaction at most this long after it began, at a commit", 0,
+         "Sooner when Kafka has acknowledged every record in it and no row is waiting to be read "
+         "(unless --kafka-transaction-fixed-time); 5 times as long (at most 1 s) while draining a "
          "backlog."},
+        {"kafka-transaction-fixed-time", 0, OPT_FLAG, OFF(txn_fixed_time), NULL, 0, 0, NULL,
+         "--exactly-once: commit only at --kafka-transaction-time, never once acknowledged", 0,
+         "Fewer, larger Kafka transactions on a quiet stream, each row visible later."},
         {"checkpoint-topic", 0, OPT_TOPIC, OFF(checkpoint_topic), "outbox-relay.checkpoints", 0, 0,
          "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0,
          "Created with one partition if missing. See outbox-relay(7), WHAT THE RELAY KEEPS "

@@ -451,7 +451,7 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
 {
         struct relay_eos *x = &r->eos;
         struct producer_error e;
-        int64_t started = relay_mono_ms(), deadline = started + TXN_MS;
+        int64_t started = relay_mono_ms(), deadline = started + TXN_MS, checked_ms, reported_ms;
         char a[LSN_STRLEN];
         int ret;
 
@@ -486,12 +486,14 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
         }
         if (lsn > x->last_end)
                 x->last_end = lsn;
+        checked_ms = relay_mono_ms();
         if (produce_checkpoint(r, lsn, part_end, part_rows) < 0)
                 return -EIO;
         /* Every record's delivery report first, served by the one wait (all of them after a failure too). */
         while (x->pending > 0 && !r->failure && !r->producer_broken &&
                relay_mono_ms() < deadline)
                 relay_wait(r, (int)(relay_status_due_ms(r) < 100 ? relay_status_due_ms(r) : 100), 0);
+        reported_ms = relay_mono_ms();
         if (r->failure && r->failure != RELAY_EXIT_DATA)
                 return -EIO;
         if (x->failed)
@@ -515,8 +517,12 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
                         r->watch.ckpt_acked = lsn;
                 x->committed_part_end = part_end;
                 x->committed_part_rows = part_rows;
-                log_debug("committed a Kafka transaction of %" PRIu64 " records up to LSN %s%s",
-                          x->messages, lsn_format(lsn, a), part_end ? " (a split transaction)" : "");
+                log_debug("committed a Kafka transaction of %" PRIu64 " records up to LSN %s%s: open %"
+                          PRId64 " ms before the commit began, then %" PRId64 " ms for the slot check, %"
+                          PRId64 " ms for the delivery reports, %" PRId64 " ms to commit", x->messages,
+                          lsn_format(lsn, a), part_end ? " (a split transaction)" : "",
+                          started - x->opened_ms, checked_ms - started, reported_ms - checked_ms,
+                          relay_mono_ms() - reported_ms);
                 return 0;
         }
         if (ret == -ECANCELED) {
@@ -654,10 +660,26 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
         return 0;
 }
 
-/* When relay_eos_idle() commits the open Kafka transaction (monotonic ms). */
+/*
+ * When relay_eos_idle() commits the open Kafka transaction (monotonic ms).
+ * Between PostgreSQL transactions on a live stream, as soon as Kafka has
+ * acknowledged every record in it: a group commit. Its commit is then
+ * the checkpoint record and EndTxn, and the rows read meanwhile wait in
+ * the socket for the next one, so a Kafka transaction holds what arrived
+ * during the last commit and the time bound is reached only when Kafka is
+ * slower than it. Draining a backlog the bound alone decides: fewer,
+ * larger Kafka transactions drain it sooner; with
+ * --kafka-transaction-fixed-time too.
+ */
 static int64_t idle_commit_at_ms(const struct relay *r)
 {
-        return ledger_in_transaction(r->ledger) ? split_at_ms(r) : r->eos.opened_ms + r->eos.bound_ms;
+        const struct relay_eos *x = &r->eos;
+
+        if (ledger_in_transaction(r->ledger))
+                return split_at_ms(r);
+        if (x->pending == 0 && x->bound_ms <= r->conf->txn_max_ms && !r->conf->txn_fixed_time)
+                return x->opened_ms;
+        return x->opened_ms + x->bound_ms;
 }
 
 int relay_eos_idle(struct relay *r)

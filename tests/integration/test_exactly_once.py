@@ -197,8 +197,9 @@ def test_stream_lost_with_acknowledged_rows_in_an_open_transaction(case):
     # a time bound long enough that the transaction is still open when the
     # walsender goes (asserted below; 300 rows take a second or two), and no
     # longer: the rows sent again in the next session wait for it too
-    relay = start_relay(case, *EOS, "--kafka-transaction-time=20", "--http",
-                        "127.0.0.1:%d" % port)
+    # (fixed: not committed once acknowledged)
+    relay = start_relay(case, *EOS, "--kafka-transaction-time=20", "--kafka-transaction-fixed-time",
+                        "--http", "127.0.0.1:%d" % port)
     conn = case.connect(autocommit=False)
     c = insert_rows(conn, [{"work_id": "open-%d" % i, "kind": "fault", "payload": {"n": i}}
                            for i in range(300)])
@@ -213,8 +214,9 @@ def test_stream_lost_with_acknowledged_rows_in_an_open_transaction(case):
 
 def test_idle_relay_commits_at_the_transaction_time_bound(case):
     """A row on an otherwise idle stream opens a Kafka transaction; the relay
-    commits it --kafka-transaction-time after it began, not when something
-    else next wakes it. It once slept on with the transaction open until its
+    commits it once acknowledged (test_quiet_row_commits_once_acknowledged)
+    or --kafka-transaction-time after it began, whichever comes first, not
+    when something else next wakes it. It once slept on with the transaction open until its
     next standby status update or its one-second wait bound, so a row of a
     quiet outbox could wait a second to become visible to read_committed
     consumers. The bound here is 0.3 s, so that the delivery report and the
@@ -235,6 +237,34 @@ def test_idle_relay_commits_at_the_transaction_time_bound(case):
     say("commit to read_committed receipt on an idle stream: %s s"
         % ", ".join("%.3f" % t for t in times))
     assert sorted(times)[2] < 0.75, (times, relay.log)
+    assert relay.stop() == EXIT_OK, relay.log
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["group_commit", "fixed_time"])
+def test_quiet_row_commits_once_acknowledged(case, fixed):
+    """A row of a quiet outbox: the relay commits its Kafka transaction as
+    soon as Kafka has acknowledged every record in it and nothing more is
+    read (a group commit), not at --kafka-transaction-time, here a long 4 s.
+    It once waited for the bound: 20 ms by default, half of a quiet row's
+    latency. With --kafka-transaction-fixed-time it waits for the bound."""
+    coll = collector(case, isolation="read_committed")
+    args = ["--kafka-transaction-time=4"] + (["--kafka-transaction-fixed-time"] if fixed else [])
+    relay = start_relay(case, *EOS, *args)
+    conn = case.connect(autocommit=False)
+    took = []
+    for i in range(3):
+        t0 = time.monotonic()
+        insert_rows(conn, [{"work_id": "quiet-%d" % i, "kind": KIND, "payload": {"n": i}}])
+        wait_until(lambda: "quiet-%d" % i in coll.ids(), 30, what="row quiet-%d" % i,
+                   tick=lambda: coll.poll(0.01))
+        took.append(time.monotonic() - t0)
+    conn.close()
+    say("commit to read_committed receipt, %s: %s s"
+        % ("fixed time" if fixed else "group commit", ", ".join("%.3f" % t for t in took)))
+    if fixed:
+        assert min(took) > 3.5, (took, relay.log)
+    else:
+        assert max(took) < 2.0, (took, relay.log)
     assert relay.stop() == EXIT_OK, relay.log
 
 

@@ -53,7 +53,7 @@ def test_aborted_transaction_is_never_confirmed_past(case):
     case.kafka.create_topic(dead, partitions=1, config={"max.message.bytes": "2000"})
     args = EOS + ["--on-error=dead-letter", "--dead-letter-topic", dead,
                   # one Kafka transaction holds both PostgreSQL transactions below
-                  "--kafka-transaction-time=3"]
+                  "--kafka-transaction-time=3", "--kafka-transaction-fixed-time"]
     reader = committed_reader(case)
     relay = start_relay(case, *args)
     conn = case.connect(autocommit=False)
@@ -163,6 +163,7 @@ def test_coordinator_timeout_is_not_taken_for_a_fence(case, timeout_broker):
     coll = collector(case, broker=timeout_broker, isolation="read_committed")
     raw = collector(case, broker=timeout_broker, create=False)
     relay = start_relay(case, "--exactly-once", *TXN_TIMEOUT, "--kafka-transaction-time=1",
+                        "--kafka-transaction-fixed-time",
                         brokers=timeout_broker.bootstrap)
     conn = case.connect(autocommit=False)
     # A first row, committed in Kafka, so that the producer knows the topic before the row
