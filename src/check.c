@@ -843,6 +843,8 @@ static void topic_verdict(struct check *ck, const char *name, size_t from, size_
 {
         char present[1024], missing[1024];
         size_t op = 0, om = 0, np = 0, nm = 0;
+        /* One topic the item's name names; a template's one value still names its topic. */
+        bool named = to - from == 1 && !note[0];
 
         present[0] = missing[0] = '\0';
         for (size_t i = from; i < to; i++) {
@@ -855,21 +857,25 @@ static void topic_verdict(struct check *ck, const char *name, size_t from, size_
                         strbuf_append(buf, sizeof(present), o, ", ...");
                 (*cnt)++;
         }
-        if (to - from == 1 && nm == 0)
+        if (named && nm == 0)
                 add(ck, CHECK_PASS, name, "exists");
-        else if (to - from == 1 && autocreate)
+        else if (named && autocreate)
                 add(ck, CHECK_PASS, name, "does not exist yet; the broker creates it on first use (%s)",
                     why);
-        else if (to - from == 1)
+        else if (named)
                 add(ck, CHECK_FAIL, name, "does not exist and is not created on first use (%s); fix: "
                     "create it (kafka-topics.sh --create --topic %s) or allow auto-creation", why,
                     ck->topics[from]);
         else if (nm == 0)
                 add(ck, CHECK_PASS, name, "%zu exist%s: %s%s", np, np == 1 ? "s" : "", present, note);
-        else if (autocreate)
-                add(ck, CHECK_PASS, name, "%zu exist%s%s; %zu do not exist yet and are created by the "
-                    "broker on first use (%s): %s%s", np, np ? ": " : "", present, nm, why, missing,
+        else if (autocreate && np == 0)
+                add(ck, CHECK_PASS, name, "%zu %s not exist yet and %s created by the broker on first "
+                    "use (%s): %s%s", nm, nm == 1 ? "does" : "do", nm == 1 ? "is" : "are", why, missing,
                     note);
+        else if (autocreate)
+                add(ck, CHECK_PASS, name, "%zu exist%s: %s; %zu %s not exist yet and %s created by the "
+                    "broker on first use (%s): %s%s", np, np == 1 ? "s" : "", present, nm,
+                    nm == 1 ? "does" : "do", nm == 1 ? "is" : "are", why, missing, note);
         else
                 add(ck, CHECK_FAIL, name, "missing and not created on first use (%s): %s%s; fix: "
                     "create %s (kafka-topics.sh --create --topic NAME) or allow auto-creation",
