@@ -212,28 +212,38 @@ def test_stream_lost_with_acknowledged_rows_in_an_open_transaction(case):
     assert relay.stop() == EXIT_OK, relay.log
 
 
+def receipt_times(case, coll, prefix, n):
+    """Commit n one-row transactions, one at a time, each once the last was
+    received by the read_committed collector coll; returns the seconds from
+    each commit to its receipt."""
+    conn = case.connect(autocommit=False)
+    took = []
+    for i in range(n):
+        work_id = "%s-%d" % (prefix, i)
+        t0 = time.monotonic()
+        insert_rows(conn, [{"work_id": work_id, "kind": KIND, "payload": {"n": i}}])
+        wait_until(lambda: work_id in coll.ids(), 30, what="row " + work_id,
+                   tick=lambda: coll.poll(0.01))
+        took.append(time.monotonic() - t0)
+    conn.close()
+    return took
+
+
 def test_idle_relay_commits_at_the_transaction_time_bound(case):
     """A row on an otherwise idle stream opens a Kafka transaction; the relay
-    commits it once acknowledged (test_quiet_row_commits_once_acknowledged)
-    or --kafka-transaction-time after it began, whichever comes first, not
-    when something else next wakes it. It once slept on with the transaction open until its
+    commits it --kafka-transaction-time after it began, not when something
+    else next wakes it. It once slept on with the transaction open until its
     next standby status update or its one-second wait bound, so a row of a
     quiet outbox could wait a second to become visible to read_committed
-    consumers. The bound here is 0.3 s, so that the delivery report and the
-    side connection's check, which wake the relay soon after the row, come
-    before it and cannot commit the transaction by chance."""
+    consumers. The bound here is 0.3 s, with --kafka-transaction-fixed-time
+    so that the delivery report and the side connection's check, which wake
+    the relay soon after the row, cannot commit the transaction (the group
+    commit: test_quiet_row_commits_once_acknowledged)."""
     coll = collector(case, isolation="read_committed")
     # -s 10: no standby status update wakes the relay within the test's bound
-    relay = start_relay(case, *EOS, "--kafka-transaction-time=0.3", status_interval=10)
-    conn = case.connect(autocommit=False)
-    times = []
-    for i in range(5):
-        t0 = time.monotonic()
-        insert_rows(conn, [{"work_id": "idle-%d" % i, "kind": KIND, "payload": {"n": i}}])
-        wait_until(lambda: "idle-%d" % i in coll.ids(), 30, what="row idle-%d" % i,
-                   tick=lambda: coll.poll(0.01))
-        times.append(time.monotonic() - t0)
-    conn.close()
+    relay = start_relay(case, *EOS, "--kafka-transaction-time=0.3", "--kafka-transaction-fixed-time",
+                        status_interval=10)
+    times = receipt_times(case, coll, "idle", 5)
     say("commit to read_committed receipt on an idle stream: %s s"
         % ", ".join("%.3f" % t for t in times))
     assert sorted(times)[2] < 0.75, (times, relay.log)
@@ -250,15 +260,7 @@ def test_quiet_row_commits_once_acknowledged(case, fixed):
     coll = collector(case, isolation="read_committed")
     args = ["--kafka-transaction-time=4"] + (["--kafka-transaction-fixed-time"] if fixed else [])
     relay = start_relay(case, *EOS, *args)
-    conn = case.connect(autocommit=False)
-    took = []
-    for i in range(3):
-        t0 = time.monotonic()
-        insert_rows(conn, [{"work_id": "quiet-%d" % i, "kind": KIND, "payload": {"n": i}}])
-        wait_until(lambda: "quiet-%d" % i in coll.ids(), 30, what="row quiet-%d" % i,
-                   tick=lambda: coll.poll(0.01))
-        took.append(time.monotonic() - t0)
-    conn.close()
+    took = receipt_times(case, coll, "quiet", 3)
     say("commit to read_committed receipt, %s: %s s"
         % ("fixed time" if fixed else "group commit", ", ".join("%.3f" % t for t in took)))
     if fixed:
