@@ -89,6 +89,16 @@ logger.kafka.level = INFO
 """
 
 
+
+def random_cluster_id():
+    """Kafka's Uuid text: 16 random bytes, URL-safe base64 without padding,
+    never starting with "-" (Uuid.randomUuid() draws again too): kafka-storage
+    format -t took such an id for an option and failed, one format in 64."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
 class KafkaBroker:
     """One KRaft broker+controller in base_dir/<name>."""
 
@@ -202,8 +212,7 @@ class KafkaBroker:
         shutil.copytree(template, self.datadir)
 
     def _format_into(self, datadir, properties):
-        # Kafka's Uuid text: 16 random bytes, URL-safe base64 without padding
-        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        cluster_id = random_cluster_id()
         procs.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
                              "-c", properties, *self._format_args(), heap="128m"),
                   timeout=120)
