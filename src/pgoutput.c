@@ -6,6 +6,7 @@
  */
 #include "pgoutput.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -728,6 +729,13 @@ static int read_held(struct pgo_decoder *d, size_t *ret_len, uint64_t *ret_start
                 return fail(d, -EIO, "cannot read transaction %u back from its file", d->xid);
         *ret_len = len;
         return 1;
+}
+
+void pgo_unget(struct pgo_decoder *d, const struct pgo_event *ev)
+{
+        assert(!d->pending);
+        d->ev = *ev;
+        d->pending = true;
 }
 
 int pgo_next(struct pgo_decoder *d, struct pgo_event *ret_ev)

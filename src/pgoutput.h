@@ -199,6 +199,14 @@ int pgo_decode(struct pgo_decoder *d, const char *data, size_t len, uint64_t dat
 int pgo_next(struct pgo_decoder *d, struct pgo_event *ret_ev);
 
 /*
+ * pgo_unget() - give back @ev, the event the last pgo_next() returned, so
+ * that the next pgo_next() returns it again (a record the caller cannot take
+ * yet). Valid only before any other call on @d; what @ev points to stays
+ * owned by @d and unchanged until then. Never fails.
+ */
+void pgo_unget(struct pgo_decoder *d, const struct pgo_event *ev);
+
+/*
  * pgo_in_transaction() - true from a Begin until its COMMIT event was
  * handed out: the stream is inside a transaction whose end LSN the caller
  * may not know yet.

@@ -13,6 +13,7 @@
  */
 #include "relay.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -82,6 +83,8 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         int http = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
         int64_t ping = relay_notify_due_ms(r);
 
+        /* The one wait is the top loop's: a Kafka commit's steps never wait in it. */
+        assert(!r->eos.stepping);
         if (r->streaming) {
                 pfd[PG].fd = pgstream_socket(r->pg);
                 if (flags & RELAY_WAIT_READ)
@@ -124,6 +127,17 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         return 0;
 }
 
+void relay_keep_answered(struct relay *r)
+{
+        if (r->prod)
+                producer_poll(r->prod);
+        if (!r->streaming)
+                return;
+        pgstream_flush(r->pg);
+        if (relay_maybe_send_status(r) < 0)
+                r->streaming = false;
+}
+
 int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error)
 {
         for (;;) {
@@ -146,12 +160,91 @@ static const char *operator_name(void)
         return user && *user ? user : pw ? pw->pw_name : "unknown";
 }
 
+static bool stage_full(const struct relay *r)
+{
+        return r->stage.n >= RELAY_STAGE_MAX || r->stage.bytes >= RELAY_STAGE_MAX_BYTES;
+}
+
+/* Keep a copy of a message, after the others. Returns 0 or -ENOMEM. */
+static int stage_push(struct relay *r, const char *buf, size_t len)
+{
+        struct relay_stage *st = &r->stage;
+        struct relay_staged *e;
+
+        assert(st->n < RELAY_STAGE_MAX);
+        e = &st->q[(st->head + st->n) % RELAY_STAGE_MAX];
+        e->data = malloc(len ? len : 1);
+        if (!e->data)
+                return -ENOMEM;
+        memcpy(e->data, buf, len);
+        e->len = len;
+        st->n++;
+        st->bytes += len;
+        return 0;
+}
+
+static void stage_pop(struct relay *r)
+{
+        struct relay_stage *st = &r->stage;
+        struct relay_staged *e = &st->q[st->head];
+
+        st->bytes -= e->len;
+        free(e->data);
+        e->data = NULL;
+        st->head = (st->head + 1) % RELAY_STAGE_MAX;
+        st->n--;
+}
+
+/* A session's end: what was staged is not handled (never confirmed); streaming again reads it anew. */
+static void stage_clear(struct relay *r)
+{
+        while (r->stage.n)
+                stage_pop(r);
+        r->stage.head = 0;
+}
+
+/*
+ * Handle one message the server sent (@staged: from the staging queue, its
+ * reply request noted when it arrived): a primary keepalive, or XLogData
+ * for relay_row.c. Returns 0, or -EBADMSG (recorded).
+ */
+static int handle_message(struct relay *r, const char *buf, size_t len, bool staged)
+{
+        struct replmsg m;
+
+        if (replmsg_parse(buf, len, &m) < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "unexpected replication message of %zu bytes, type "
+                           "0x%02x", len, len ? (unsigned char)buf[0] : 0);
+                return -EBADMSG;
+        }
+        if (m.kind == REPLMSG_KEEPALIVE) {
+                /*
+                 * Not inside a pgoutput transaction whose Begin the ledger has not
+                 * seen yet (its end LSN comes with its Commit): the keepalive's
+                 * walEnd is then no promise about it.
+                 */
+                if (!relay_pgo_busy(r))
+                        ledger_keepalive(r->ledger, m.wal_end);
+                if (m.reply_requested && !staged)
+                        relay_note_reply_request(r, m.wal_end);
+                return 0;
+        }
+        if (m.data_start > r->fb.write_lsn)
+                r->fb.write_lsn = m.data_start;
+        r->fb.send_time_us = m.send_time_us;
+        relay_handle_line(r, &m);
+        return 0;
+}
+
 /*
  * Read what the server sent, within the in-flight bounds. @draining: the
  * relay is stopping; lines are dropped unread (never confirmed) and only
- * reply requests are served. Returns 1 if more may be buffered, 0 if not,
- * negative after a failure during this call (one recorded before does not stop
- * a drain from reading).
+ * reply requests are served. While a Kafka commit is in flight
+ * (relay_eos_busy()) messages go to the staging queue, in order, and are
+ * handled once it has ended, before anything read after them; a record the
+ * commit of a probe held back (r->eos.deferred) waits there too. Returns 1
+ * if more may be buffered, 0 if not, negative after a failure during this
+ * call (one recorded before does not stop a drain from reading).
  */
 static int read_stream(struct relay *r, bool draining)
 {
@@ -168,10 +261,26 @@ static int read_stream(struct relay *r, bool draining)
                         return -EIO;
                 if (!draining && relay_backpressured(r))
                         return 0;
-                /* The rest of a pgoutput transaction handed out before reading on. */
-                if (!draining && r->pgo.dec && pgo_ready(r->pgo.dec)) {
-                        relay_pgo_drain(r);
-                        continue;
+                if (!draining && !relay_eos_busy(r)) {
+                        /* The rest of a pgoutput transaction handed out before reading on. */
+                        if (r->pgo.dec && pgo_ready(r->pgo.dec)) {
+                                relay_pgo_drain(r);
+                                continue;
+                        }
+                        /* Then what waited for a commit, in order. */
+                        if (r->stage.n) {
+                                struct relay_staged *e = &r->stage.q[r->stage.head];
+
+                                if (handle_message(r, e->data, e->len, true) < 0)
+                                        return -EBADMSG;
+                                if (r->eos.deferred)
+                                        r->eos.deferred = false;  /* again after the commit it began */
+                                else
+                                        stage_pop(r);
+                                continue;
+                        }
+                } else if (!draining && stage_full(r)) {
+                        return 0;
                 }
                 ret = pgstream_read(r->pg, &buf, &len, err, sizeof(err), state);
                 if (ret == 0)
@@ -192,24 +301,30 @@ static int read_stream(struct relay *r, bool draining)
                 }
                 if (m.wal_end > r->fb.server_lsn)
                         r->fb.server_lsn = m.wal_end;
-                if (m.kind == REPLMSG_KEEPALIVE) {
-                        /*
-                         * Not inside a pgoutput transaction whose Begin the ledger has not
-                         * seen yet (its end LSN comes with its Commit): the keepalive's
-                         * walEnd is then no promise about it.
-                         */
-                        if (!draining && !relay_pgo_busy(r))
-                                ledger_keepalive(r->ledger, m.wal_end);
-                        if (m.reply_requested)
+                if (draining) {
+                        if (m.kind == REPLMSG_KEEPALIVE && m.reply_requested)
                                 relay_note_reply_request(r, m.wal_end);
                         continue;
                 }
-                if (draining)
+                if (relay_eos_busy(r) || r->stage.n) {
+                        /* A Kafka commit is in flight: the server is answered now, the rest waits. */
+                        if (m.kind == REPLMSG_KEEPALIVE && m.reply_requested)
+                                relay_note_reply_request(r, m.wal_end);
+                        if (stage_push(r, buf, len) < 0) {
+                                relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
+                                return -ENOMEM;
+                        }
                         continue;
-                if (m.data_start > r->fb.write_lsn)
-                        r->fb.write_lsn = m.data_start;
-                r->fb.send_time_us = m.send_time_us;
-                relay_handle_line(r, &m);
+                }
+                if (handle_message(r, buf, len, false) < 0)
+                        return -EBADMSG;
+                if (r->eos.deferred) {
+                        r->eos.deferred = false;
+                        if (stage_push(r, buf, len) < 0) {
+                                relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
+                                return -ENOMEM;
+                        }
+                }
         }
         return r->failure != failure ? -1 : 1;
 }
@@ -219,8 +334,12 @@ static void stream(struct relay *r)
         r->fb.server_stopping_ms = 0;
         r->fb.quick_requests = 0;
         while (!r->failure && !*r->stop) {
-                int more = read_stream(r, false);
+                int more;
 
+                /* --exactly-once: the commit in flight, one step a turn. */
+                if (relay_eos_step(r) < 0)
+                        break;
+                more = read_stream(r, false);
                 if (more < 0)
                         break;
                 relay_handle_nacks(r);
@@ -245,9 +364,13 @@ static void stream(struct relay *r)
                 }
                 if (more == 0 && relay_eos_idle(r) < 0)
                         break;
-                /* Idle: sleep no longer than the open Kafka transaction's time bound. */
+                /*
+                 * Idle: sleep no longer than the open Kafka transaction's time bound
+                 * (or the commit in flight needs); no reading while the staging queue is full.
+                 */
                 if (relay_wait(r, more > 0 ? 0 : (int)relay_eos_idle_due_ms(r),
-                               relay_backpressured(r) ? 0 : RELAY_WAIT_READ) < 0)
+                               relay_backpressured(r) || (relay_eos_busy(r) && stage_full(r)) ? 0 :
+                               RELAY_WAIT_READ) < 0)
                         break;
         }
 }
@@ -281,14 +404,20 @@ static void end_session(struct relay *r)
         else if (r->failure == RELAY_EXIT_DATA)
                 relay_eos_abort(r);
         /* Until everything is acknowledged, and verified and checkpointed so that it can be confirmed. */
-        while (r->streaming && (ledger_outstanding(r->ledger) > 0 ||
+        while (r->streaming && (ledger_outstanding(r->ledger) > 0 || relay_eos_busy(r) ||
                                 relay_confirmable_lsn(r) < relay_eos_stop_target(r, ledger_flush_lsn(r->ledger))) &&
                relay_mono_ms() < deadline && r->failure == failure) {
-                if (relay_wait(r, (int)(deadline - relay_mono_ms()), RELAY_WAIT_READ) < 0 ||
-                    read_stream(r, true) < 0)
+                int64_t t = deadline - relay_mono_ms();
+
+                if (relay_eos_step(r) < 0)
+                        break;
+                if (relay_eos_busy(r) && relay_eos_idle_due_ms(r) < t)
+                        t = relay_eos_idle_due_ms(r);
+                if (relay_wait(r, (int)t, RELAY_WAIT_READ) < 0 || read_stream(r, true) < 0)
                         break;
                 relay_handle_nacks(r);
         }
+        stage_clear(r);
         if (!r->failure && ledger_outstanding(r->ledger) > 0)
                 log_warning("stopping with %" PRIu64 " messages unacknowledged: they will be sent "
                             "again on the next start", ledger_outstanding(r->ledger));

@@ -25,13 +25,24 @@
  * slot; the row then meets its --on-error policy (the dead-letter topic, in
  * the next transaction, or a stop) and no other row is lost or repeated.
  *
+ * The commit is a state machine that the top loop advances
+ * (relay_eos_step(), x->ending): begun at a bound, at a PostgreSQL commit
+ * once Kafka has acknowledged everything (the group commit), at a split or
+ * at a stop, it waits for the side connection's first check of the slot,
+ * produces the checkpoint record, waits for every delivery report, then
+ * asks for EndTxn. No step waits: the one wait, relay_wait(), is the top
+ * loop's (asserted there), and between steps the loop keeps answering the
+ * server and reading what it sends into the staging queue (relay.c), which
+ * is handled in order once the commit has ended; no record is produced
+ * meanwhile (librdkafka refuses to). A record that must wait for a commit
+ * it began itself (a probe: struct relay_eos) is offered again (x->deferred).
+ *
  * Thread model: rd_kafka_commit_transaction() blocks and serves delivery
  * reports on its caller's thread. The relay calls it only once every record
- * of the transaction has its delivery report (waiting in relay_wait(), which
- * keeps the server answered), and with a timeout no longer than the time to
- * the next standby status update; on the retriable timeout it serves the one
- * wait and calls it again, which resumes the commit in the background. The
- * stream never times out while a commit waits on the coordinator.
+ * of the transaction has its delivery report, and with a timeout no longer
+ * than the time to the next standby status update; on the retriable timeout
+ * the next step calls it again, which resumes the commit in the background.
+ * The stream never times out while a commit waits on the coordinator.
  */
 #include <assert.h>
 #include <errno.h>
@@ -47,6 +58,7 @@
 #define TXN_MS 60000              /* a commit or abort, at most: librdkafka's transaction.timeout.ms */
 #define CALL_MS 200               /* one blocking call of the transactions API, at most */
 #define EOS_IDLE_CHECKPOINT_MS 1000 /* a checkpoint-only Kafka transaction at most this often */
+#define BUSY_POLL_MS 50           /* a commit in flight: look at it at least this often */
 
 bool relay_eos_on(const struct relay *r)
 {
@@ -80,6 +92,8 @@ int relay_eos_init(struct relay *r)
         r->eos.bound_ms = r->conf->txn_max_ms < r->eos.timeout_ms / 2 ? r->conf->txn_max_ms :
                           r->eos.timeout_ms / 2;
         r->eos.failed = false;
+        r->eos.ending = RELAY_EOS_END_NONE;
+        r->eos.deferred = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
         if (ret == 0)
                 return 0;
@@ -146,10 +160,19 @@ int relay_eos_before_record(struct relay *r, const char *topic, const char *work
 
         if (!relay_eos_on(r))
                 return 0;
+        /* A commit or abort in flight: nothing goes into a transaction before it ends. */
+        if (relay_eos_busy(r)) {
+                x->deferred = true;
+                return -EAGAIN;
+        }
         if (x->probing && !probed(x, topic)) {
-                /* What is open first, then this record alone. */
+                /* What is open first, then this record alone: again once that commit has ended. */
                 if (x->open && split(r) < 0)
                         return -EIO;
+                if (relay_eos_busy(r)) {
+                        x->deferred = true;
+                        return -EAGAIN;
+                }
                 x->probe_open = true;
                 x->probe_dead_letter = dead_letter;
                 snprintf(x->probe_topic, sizeof(x->probe_topic), "%s", topic);
@@ -260,11 +283,23 @@ static int abort_open(struct relay *r)
         /* Acknowledged is not committed: no checkpoint in this session may claim what it held. */
         x->aborted = true;
         x->aborting = true;
+        /* EndTxn was asked for: only a new producer's init_transactions() settles it now. */
+        if (x->ending == RELAY_EOS_END_COMMIT && x->end_called) {
+                log_warning("the session ended while the Kafka transaction was being committed: a new "
+                            "producer settles it, and the newest checkpoint says how far it reached");
+                x->ending = RELAY_EOS_END_NONE;
+                x->aborting = false;
+                x->open = false;
+                x->pending = 0;
+                r->producer_broken = true;
+                return -EIO;
+        }
+        x->ending = RELAY_EOS_END_NONE;
         for (;;) {
                 ret = producer_abort_transaction(r->prod, CALL_MS, &e);
                 if (ret != -EAGAIN || relay_mono_ms() > deadline)
                         break;
-                relay_wait(r, 0, 0);
+                relay_keep_answered(r);
         }
         x->aborting = false;
         timed_out = ret == -EPERM && relay_eos_timed_out(r, &e);
@@ -376,7 +411,6 @@ static int abort_failed(struct relay *r)
 int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
 {
         struct relay_eos *x = &r->eos;
-        int64_t deadline = relay_mono_ms() + TXN_MS;
 
         if (relay_eos_timed_out(r, e)) {
                 relay_fail(r, RELAY_EXIT_RETRY, "cannot hand a record to Kafka: %s (%s): the transaction "
@@ -393,25 +427,25 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
          * transaction has become abortable: a record's delivery failed, or a
          * request of its own did (AddPartitionsToTxn, an epoch bump), which
          * no delivery report names. A fatal error is _FATAL, not _STATE.
-         * Serve every report (librdkafka purges what is queued, what is in
-         * flight ends soon), so that each record refused as its own fault is
-         * known, whichever report comes first: the replay then applies its
-         * --on-error policy. Then abort either way.
+         * Every report is served first (librdkafka purges what is queued,
+         * what is in flight ends soon), so that each record refused as its
+         * own fault is known, whichever report comes first: the replay then
+         * applies its --on-error policy. Then it is aborted either way, by
+         * relay_eos_step() from the top loop; nothing is produced meanwhile.
          */
-        while (x->pending > 0 && !r->failure && !r->producer_broken &&
-               relay_mono_ms() < deadline)
-                relay_wait(r, 50, 0);
-        if (!x->failed) {
-                x->failed = true;
-                snprintf(x->fail_name, sizeof(x->fail_name), "%s", e->name);
-                snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka refused a record: %.300s, as "
-                         "it does once it has failed the transaction", e->text);
+        x->end_error = *e;
+        if (x->ending == RELAY_EOS_END_NONE) {
+                x->ending = RELAY_EOS_END_ABORT;
+                x->end_deadline_ms = relay_mono_ms() + TXN_MS;
         }
-        abort_failed(r);
         return -ECANCELED;
 }
 
-/* The transaction's checkpoint record, produced inside it. Returns 0 or -EIO (recorded). */
+/*
+ * The transaction's checkpoint record, produced inside it. Returns 0,
+ * -EAGAIN while librdkafka's queue is full (the next step tries again), or
+ * -EIO (a failure recorded, or the transaction failed: x->failed).
+ */
 static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
 {
         struct relay_watch *w = &r->watch;
@@ -419,17 +453,20 @@ static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, 
         struct checkpoint c = {.lsn = lsn, .txn_end_lsn = part_end, .txn_rows = part_rows};
         struct producer_error e;
         char value[CHECKPOINT_VALUE_MAX];
-        int n;
+        int n, ret;
 
         n = relay_checkpoint_value(r, &c, "exactly-once", value, sizeof(value));
         if (n < 0)
                 return n;
-        if (relay_produce(r, &(struct producer_msg){.topic = r->conf->checkpoint_topic, .key = w->key,
-                                                    .key_len = strlen(w->key), .value = value,
-                                                    .value_len = (size_t)n,
-                                                    .ticket = TICKET_CHECKPOINT | TICKET_EOS,
-                                                    .first_partition = true},
-                          &e) < 0) {
+        ret = producer_send(r->prod, &(struct producer_msg){.topic = r->conf->checkpoint_topic, .key = w->key,
+                                                            .key_len = strlen(w->key), .value = value,
+                                                            .value_len = (size_t)n,
+                                                            .ticket = TICKET_CHECKPOINT | TICKET_EOS,
+                                                            .first_partition = true},
+                            &e);
+        if (ret == -ENOBUFS)
+                return -EAGAIN;
+        if (ret < 0) {
                 if (!r->failure && relay_eos_produce_failed(r, &e) == 0)
                         relay_fail(r, e.fault == PRODUCER_FAULT_CLUSTER ? RELAY_EXIT_RETRY :
                                    RELAY_EXIT_ENVIRONMENT, "cannot write the checkpoint record to topic "
@@ -442,90 +479,148 @@ static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, 
 }
 
 /*
- * Commit the open transaction with its checkpoint: @lsn (every PostgreSQL
- * transaction ending at or before it is in), and for a split one its end
- * @part_end and @part_rows rows. Returns 0, or -EIO after recording why
- * (an abortable failure aborts first: streaming starts again from the slot).
+ * Begin to commit the open transaction with its checkpoint: @lsn (every
+ * PostgreSQL transaction ending at or before it is in), and for a split one
+ * its end @part_end and @part_rows rows. relay_eos_step() carries it on
+ * from the top loop; nothing is produced until it has ended. Returns 0, or
+ * -EIO after recording why.
  */
 static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
 {
         struct relay_eos *x = &r->eos;
-        struct producer_error e;
-        int64_t started = relay_mono_ms(), deadline = started + TXN_MS, checked_ms, reported_ms;
-        char a[LSN_STRLEN];
-        int ret;
 
         if (!x->open)
                 return 0;
+        assert(x->ending == RELAY_EOS_END_NONE);
+        x->ending = RELAY_EOS_END_COMMIT;
+        x->end_lsn = lsn;
+        x->end_part_end = part_end;
+        x->end_part_rows = part_rows;
+        x->end_started_ms = relay_mono_ms();
+        x->end_deadline_ms = x->end_started_ms + TXN_MS;
+        x->end_checked_ms = x->end_reported_ms = 0;
+        x->end_ckpt_produced = false;
+        x->end_called = false;
+        return relay_eos_step(r);
+}
+
+/* The slot checked, then the checkpoint record in the transaction. 1 once it is, 0 not yet, or -EIO. */
+static int commit_checkpoint(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        int ret;
+
+        if (x->end_ckpt_produced)
+                return 1;
         /*
          * Not before the first round saw the slot where it was read: a checkpoint
          * past a slot that someone moved meanwhile would hide the move.
          */
-        while (!r->watch.slot_checked && !r->failure && r->streaming && relay_mono_ms() < deadline)
-                relay_wait(r, 50, 0);
         if (!r->watch.slot_checked) {
+                if (!r->failure && r->streaming && relay_mono_ms() < x->end_deadline_ms)
+                        return 0;
                 if (!r->failure)
                         relay_fail(r, RELAY_EXIT_RETRY, "the side connection did not check the slot in "
                                    "time; aborting the Kafka transaction");
                 abort_open(r);
                 return -EIO;
         }
-        /* A checkpoint never claims less than the newest committed one. */
-        if (lsn < r->watch.ckpt_acked)
-                lsn = r->watch.ckpt_acked;
-        /*
-         * Nor less of a split transaction: one short of the end of a
-         * transaction whose rows an earlier commit covered in part (a
-         * checkpoint-only one, held back to what the side connection has
-         * verified) carries that part on. Without it a restart takes those
-         * rows, committed in Kafka, for unpublished and sends them again.
-         */
-        if (part_end == LSN_INVALID && x->committed_part_end > lsn) {
-                part_end = x->committed_part_end;
-                part_rows = x->committed_part_rows;
+        if (!x->end_checked_ms) {
+                x->end_checked_ms = relay_mono_ms();
+                /* A checkpoint never claims less than the newest committed one. */
+                if (x->end_lsn < r->watch.ckpt_acked)
+                        x->end_lsn = r->watch.ckpt_acked;
+                /*
+                 * Nor less of a split transaction: one short of the end of a
+                 * transaction whose rows an earlier commit covered in part (a
+                 * checkpoint-only one, held back to what the side connection has
+                 * verified) carries that part on. Without it a restart takes those
+                 * rows, committed in Kafka, for unpublished and sends them again.
+                 */
+                if (x->end_part_end == LSN_INVALID && x->committed_part_end > x->end_lsn) {
+                        x->end_part_end = x->committed_part_end;
+                        x->end_part_rows = x->committed_part_rows;
+                }
+                if (x->end_lsn > x->last_end)
+                        x->last_end = x->end_lsn;
         }
-        if (lsn > x->last_end)
-                x->last_end = lsn;
-        checked_ms = relay_mono_ms();
-        if (produce_checkpoint(r, lsn, part_end, part_rows) < 0)
+        ret = produce_checkpoint(r, x->end_lsn, x->end_part_end, x->end_part_rows);
+        if (ret == -EAGAIN)
+                return 0;
+        if (ret < 0) {
+                /* The transaction failed under it: aborted once the reports are in. */
+                if (!r->failure && x->failed) {
+                        x->ending = RELAY_EOS_END_ABORT;
+                        return 0;
+                }
+                x->ending = RELAY_EOS_END_NONE;
                 return -EIO;
-        /* Every record's delivery report first, served by the one wait (all of them after a failure too). */
-        while (x->pending > 0 && !r->failure && !r->producer_broken &&
-               relay_mono_ms() < deadline)
-                relay_wait(r, (int)(relay_status_due_ms(r) < 100 ? relay_status_due_ms(r) : 100), 0);
-        reported_ms = relay_mono_ms();
-        if (r->failure && r->failure != RELAY_EXIT_DATA)
-                return -EIO;
-        if (x->failed)
-                return abort_failed(r);
-        for (;;) {
-                int64_t t = relay_status_due_ms(r);
+        }
+        x->end_ckpt_produced = true;
+        return 1;
+}
 
-                ret = producer_commit_transaction(r->prod, (int)(t < 10 ? 10 : t > CALL_MS ? CALL_MS : t),
-                                                  &e);
-                if (ret != -EAGAIN || relay_mono_ms() > deadline)
-                        break;
-                relay_wait(r, 0, 0);
+/* One step of the commit (x->ending == RELAY_EOS_END_COMMIT). Returns 0, or -EIO (recorded). */
+static int commit_step(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        struct producer_error e;
+        char a[LSN_STRLEN];
+        int64_t t;
+        int ret;
+
+        ret = commit_checkpoint(r);
+        if (ret <= 0)
+                return ret;
+        /* Every record's delivery report first, served by the one wait (all of them after a failure too). */
+        if (x->pending > 0 && !r->failure && !r->producer_broken && relay_mono_ms() < x->end_deadline_ms)
+                return 0;
+        if (!x->end_reported_ms)
+                x->end_reported_ms = relay_mono_ms();
+        if (r->failure && r->failure != RELAY_EXIT_DATA) {
+                /* Left open: the session ends, and what is open is aborted between sessions. */
+                x->ending = RELAY_EOS_END_NONE;
+                return -EIO;
         }
+        if (x->failed) {
+                x->ending = RELAY_EOS_END_NONE;
+                return abort_failed(r);
+        }
+        /*
+         * No longer than the next standby status update: on the retriable
+         * timeout the commit goes on in librdkafka's background, and the next
+         * turn of the loop calls it again.
+         */
+        t = relay_status_due_ms(r);
+        ret = producer_commit_transaction(r->prod, (int)(t < 10 ? 10 : t > CALL_MS ? CALL_MS : t), &e);
+        x->end_called = true;
+        if (ret == -EAGAIN && relay_mono_ms() <= x->end_deadline_ms)
+                return 0;
+        x->ending = RELAY_EOS_END_NONE;
         if (ret == 0) {
                 x->open = false;
                 x->pending = 0;
                 x->stats_committed++;
                 x->stats_rows += x->messages;
-                metrics_histogram_observe(&x->commit_latency, (relay_mono_ms() - started) / 1000.0);
-                if (lsn > r->watch.ckpt_acked)
-                        r->watch.ckpt_acked = lsn;
-                x->committed_part_end = part_end;
-                x->committed_part_rows = part_rows;
+                metrics_histogram_observe(&x->commit_latency, (relay_mono_ms() - x->end_started_ms) / 1000.0);
+                if (x->end_lsn > r->watch.ckpt_acked)
+                        r->watch.ckpt_acked = x->end_lsn;
+                x->committed_part_end = x->end_part_end;
+                x->committed_part_rows = x->end_part_rows;
+                if (x->probe_open) {
+                        snprintf(x->known[x->nknown++], sizeof(x->known[0]), "%s", x->probe_topic);
+                        x->probe_open = false;
+                }
                 log_debug("committed a Kafka transaction of %" PRIu64 " records up to LSN %s%s: open %"
                           PRId64 " ms before the commit began, then %" PRId64 " ms for the slot check, %"
                           PRId64 " ms for the delivery reports, %" PRId64 " ms to commit", x->messages,
-                          lsn_format(lsn, a), part_end ? " (a split transaction)" : "",
-                          started - x->opened_ms, checked_ms - started, reported_ms - checked_ms,
-                          relay_mono_ms() - reported_ms);
+                          lsn_format(x->end_lsn, a), x->end_part_end ? " (a split transaction)" : "",
+                          x->end_started_ms - x->opened_ms, x->end_checked_ms - x->end_started_ms,
+                          x->end_reported_ms - x->end_checked_ms, relay_mono_ms() - x->end_reported_ms);
                 return 0;
         }
         if (ret == -ECANCELED) {
+                x->end_called = false;
                 abort_open(r);
                 relay_fail(r, RELAY_EXIT_RETRY, "committing the Kafka transaction failed: %s (%s); aborted "
                            "it, streaming again from the slot", e.text, e.name);
@@ -549,6 +644,42 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
         if (ret != -EPERM)
                 r->producer_broken = true;
         return -EIO;
+}
+
+/* One step of the abort of a failed transaction (RELAY_EOS_END_ABORT). Returns 0, or -EIO (recorded). */
+static int abort_step(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+
+        if (x->pending > 0 && !r->failure && !r->producer_broken && relay_mono_ms() < x->end_deadline_ms)
+                return 0;
+        x->ending = RELAY_EOS_END_NONE;
+        if (!x->failed) {
+                x->failed = true;
+                snprintf(x->fail_name, sizeof(x->fail_name), "%s", x->end_error.name);
+                snprintf(x->fail_text, sizeof(x->fail_text), "librdkafka refused a record: %.300s, as "
+                         "it does once it has failed the transaction", x->end_error.text);
+        }
+        return abort_failed(r);
+}
+
+int relay_eos_step(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        int ret;
+
+        if (!relay_eos_on(r) || x->ending == RELAY_EOS_END_NONE)
+                return 0;
+        assert(!x->stepping);
+        x->stepping = true;
+        ret = x->ending == RELAY_EOS_END_COMMIT ? commit_step(r) : abort_step(r);
+        x->stepping = false;
+        return ret;
+}
+
+bool relay_eos_busy(const struct relay *r)
+{
+        return relay_eos_on(r) && r->eos.ending != RELAY_EOS_END_NONE;
 }
 
 /* Is the open transaction at a bound of records or bytes? */
@@ -587,15 +718,11 @@ int relay_eos_after_record(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
 
-        if (!relay_eos_on(r) || !x->open)
+        if (!relay_eos_on(r) || !x->open || relay_eos_busy(r))
                 return 0;
-        if (x->probe_open) {
-                if (split(r) < 0)
-                        return -EIO;
-                snprintf(x->known[x->nknown++], sizeof(x->known[0]), "%s", x->probe_topic);
-                x->probe_open = false;
-                return 0;
-        }
+        /* A probe is committed at once; its topic is known once that commit has ended. */
+        if (x->probe_open)
+                return split(r);
         if (!full(r) && relay_mono_ms() < split_at_ms(r))
                 return 0;
         return split(r);
@@ -655,7 +782,7 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
         x->last_end = end_lsn;
         x->part_rows = 0;
         x->holds_whole = x->open;
-        if (x->open && (full(r) || relay_mono_ms() - x->opened_ms >= bound))
+        if (x->open && !relay_eos_busy(r) && (full(r) || relay_mono_ms() - x->opened_ms >= bound))
                 return commit(r, end_lsn, LSN_INVALID, 0);
         return 0;
 }
@@ -690,7 +817,7 @@ int relay_eos_idle(struct relay *r)
          * Nothing more to read now: a transaction open long enough goes, at a
          * PostgreSQL boundary, or split inside a PostgreSQL transaction.
          */
-        if (!relay_eos_on(r) || !x->open || relay_mono_ms() < idle_commit_at_ms(r))
+        if (!relay_eos_on(r) || !x->open || relay_eos_busy(r) || relay_mono_ms() < idle_commit_at_ms(r))
                 return 0;
         if (ledger_in_transaction(r->ledger))
                 return split(r);
@@ -703,6 +830,9 @@ int64_t relay_eos_idle_due_ms(const struct relay *r)
 
         if (!relay_eos_on(r) || !r->eos.open)
                 return -1;
+        /* A commit in flight: at once after EndTxn timed out, else when a report wakes the wait. */
+        if (relay_eos_busy(r))
+                return r->eos.end_called ? 0 : BUSY_POLL_MS;
         left = idle_commit_at_ms(r) - relay_mono_ms();
         return left > 0 ? left : 0;
 }
@@ -711,7 +841,7 @@ int relay_eos_flush(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
 
-        if (!relay_eos_on(r) || !x->open)
+        if (!relay_eos_on(r) || !x->open || relay_eos_busy(r))
                 return 0;
         /* At a stop: what is open is committed; a split transaction keeps its count. */
         return commit(r, x->last_end, ledger_in_transaction(r->ledger) ? r->txn.end_lsn : LSN_INVALID,
@@ -736,7 +866,7 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
          * requests to the transaction coordinator (AddPartitionsToTxn, Produce,
          * EndTxn) and two records in the checkpoint partition.
          */
-        if (x->open || x->aborted || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
+        if (x->open || x->aborted || relay_eos_busy(r) || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
             relay_mono_ms() - x->last_idle_ms < EOS_IDLE_CHECKPOINT_MS)
                 return;
         x->last_idle_ms = relay_mono_ms();

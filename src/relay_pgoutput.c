@@ -156,7 +156,7 @@ bool relay_pgo_drain(struct relay *r)
 {
         int failure = r->failure;
 
-        while (r->failure == failure && !relay_backpressured(r)) {
+        while (r->failure == failure && !relay_backpressured(r) && !relay_eos_busy(r)) {
                 struct pgo_event ev;
                 struct w2j_record rec;
                 int ret = pgo_next(r->pgo.dec, &ev);
@@ -174,6 +174,12 @@ bool relay_pgo_drain(struct relay *r)
                         return false;
                 }
                 relay_handle_record(r, &rec, ev.lsn);
+                if (r->eos.deferred) {
+                        /* Held back for the commit its probe began: handed out again after it. */
+                        r->eos.deferred = false;
+                        pgo_unget(r->pgo.dec, &ev);
+                        return true;
+                }
         }
         return r->failure == failure && pgo_ready(r->pgo.dec);
 }

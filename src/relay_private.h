@@ -257,6 +257,38 @@ struct relay_eos {
         size_t npoison, poison_next;
         uint64_t stats_committed, stats_aborted, stats_rows;
         struct metrics_histogram commit_latency;
+        /*
+         * How the open transaction ends, a step at each turn of the top loop
+         * (relay_eos_step()): its commit (the slot checked, the checkpoint
+         * record produced, every delivery report in, EndTxn), or its abort
+         * once the reports of a failed one are in. Nothing is produced
+         * meanwhile: what the server sends waits in the staging queue.
+         */
+        enum relay_eos_end { RELAY_EOS_END_NONE, RELAY_EOS_END_COMMIT, RELAY_EOS_END_ABORT } ending;
+        uint64_t end_lsn, end_part_end, end_part_rows;  /* the checkpoint the commit writes */
+        int64_t end_started_ms, end_deadline_ms;        /* monotonic */
+        int64_t end_checked_ms, end_reported_ms;        /* when the slot check and the reports were in */
+        bool end_ckpt_produced;       /* the checkpoint record is in the transaction */
+        bool end_called;              /* EndTxn was asked for: it can no longer be aborted */
+        bool stepping;                /* inside relay_eos_step(): relay_wait() must not be called */
+        bool deferred;                /* the record just offered must be offered again after the end */
+        struct producer_error end_error;  /* the refused produce that began an abort */
+};
+
+/*
+ * What the server sent while a Kafka commit was in flight (--exactly-once),
+ * whole CopyData messages in the order received, handled once it has ended.
+ * Bounded: when full, the relay reads no more until it empties.
+ */
+#define RELAY_STAGE_MAX 4096               /* messages */
+#define RELAY_STAGE_MAX_BYTES (2u << 20)   /* bytes */
+struct relay_staged {
+        char *data;
+        size_t len;                   /* bytes */
+};
+struct relay_stage {
+        struct relay_staged q[RELAY_STAGE_MAX];  /* a ring */
+        size_t head, n, bytes;
 };
 
 struct relay {
@@ -295,6 +327,7 @@ struct relay {
         struct relay_nacks nacks;
         struct relay_watch watch;
         struct relay_eos eos;
+        struct relay_stage stage;
 
         int failure;               /* enum relay_exit of the first failure, 0 if none */
         int pg_session_code;       /* how the last session ended (relay.c's SESSION_*) */
@@ -329,6 +362,14 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags);
  * while waiting (nothing sent); -EIO with @ret_error as producer_send().
  */
 int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error);
+
+/*
+ * relay_keep_answered() - without waiting: serve delivery reports, flush the
+ * replication connection's output and send a due standby status update.
+ * For a blocking call repeated in a loop (an abort's) that must not wait
+ * in relay_wait().
+ */
+void relay_keep_answered(struct relay *r);
 
 /* relay_backpressured() - true while the in-flight bounds (messages, bytes) are reached. */
 bool relay_backpressured(const struct relay *r);
@@ -563,7 +604,11 @@ int relay_eos_init(struct relay *r);
  * row @work_id (@len bytes) of the transaction ending at @end_lsn (a
  * dead-letter copy if @dead_letter): a Kafka transaction is open, of its own
  * when the session probes and @topic has not been probed yet (what was
- * open is committed first). 0, or -EIO (recorded).
+ * open is committed first). 0; -EAGAIN while a commit or abort is in flight
+ * (relay_eos_busy(), which a probe's commit of what was open begins): the
+ * caller undoes what it did for the record and leaves it, and x->deferred
+ * tells the reader to offer its message again once the commit has ended;
+ * or -EIO (recorded).
  */
 int relay_eos_before_record(struct relay *r, const char *topic, const char *work_id, size_t len,
                             uint64_t end_lsn, bool dead_letter);
@@ -582,6 +627,24 @@ int relay_eos_after_record(struct relay *r);
 
 /* relay_eos_after_transaction() - a C line ending at @end_lsn; commit at the bounds. 0 or -EIO. */
 int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn);
+
+/*
+ * relay_eos_step() - carry the commit or abort in flight one step on: the
+ * slot checked, the checkpoint record produced, every delivery report in,
+ * EndTxn (one call of librdkafka's commit_transaction(), at most 200 ms and
+ * no longer than the time to the next standby status update), or the abort
+ * of a failed transaction once its reports are in. Called by the top loops
+ * (stream() and end_session()) only, never from inside relay_wait(); it
+ * never calls relay_wait() (asserted there). Returns 0 (done, or not yet:
+ * relay_eos_busy() says which), or -EIO after recording a failure.
+ */
+int relay_eos_step(struct relay *r);
+
+/*
+ * relay_eos_busy() - true while a commit or abort is in flight: no record may
+ * be produced, and what the server sends waits in the staging queue.
+ */
+bool relay_eos_busy(const struct relay *r);
 
 /*
  * relay_eos_time_bound_ms() - the time bound of a Kafka transaction in ms:

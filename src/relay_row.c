@@ -80,6 +80,7 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
         struct producer_msg m;
         ledger_ticket ticket;
         size_t nh;
+        int ret;
 
         if (rec->action == W2J_MESSAGE)
                 snprintf(what, sizeof(what), "work ID \"%s\" of the logical message with prefix \"%s\"",
@@ -87,19 +88,26 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
         else
                 snprintf(what, sizeof(what), "work ID \"%s\" of table \"%s\".\"%s\"", id, rec->schema,
                          rec->table);
-        r->stats.c.row_errors++;
         if (r->conf->dead_letter || r->txn.operator_dead_letter) {
-                log_warning("dead-lettering %s at LSN %s (transaction %u ending at LSN %s): %s", what,
-                            lsn_format(rec->lsn, a), r->txn.xid, r->txn.lsn_text, reason);
                 if (ledger_add_message(r->ledger, &ticket) < 0) {
                         relay_fail(r, RELAY_EXIT_RETRY, "row outside a transaction: the stream is malformed");
                         return;
                 }
                 nh = relay_headers(r, rec, row, h, source, sizeof(source));
                 m = row_msg(r, row, topic, h, nh, ticket);
-                if (relay_eos_before_record(r, r->conf->dead_letter_topic, id, strlen(id), r->txn.end_lsn,
-                                            true) < 0 ||
-                    relay_dead_letter(r, &m, topic, code, reason, id, r->txn.lsn_text) < 0) {
+                /* Held back for a commit in flight, it is offered again: logged and counted then. */
+                ret = relay_eos_before_record(r, r->conf->dead_letter_topic, id, strlen(id), r->txn.end_lsn,
+                                              true);
+                if (ret < 0) {
+                        ledger_cancel_message(r->ledger, ticket);
+                        if (ret != -EAGAIN)
+                                r->stats.c.row_errors++;
+                        return;
+                }
+                r->stats.c.row_errors++;
+                log_warning("dead-lettering %s at LSN %s (transaction %u ending at LSN %s): %s", what,
+                            lsn_format(rec->lsn, a), r->txn.xid, r->txn.lsn_text, reason);
+                if (relay_dead_letter(r, &m, topic, code, reason, id, r->txn.lsn_text) < 0) {
                         ledger_cancel_message(r->ledger, ticket);
                         return;
                 }
@@ -108,6 +116,7 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                 relay_eos_after_record(r);
                 return;
         }
+        r->stats.c.row_errors++;
         relay_fail(r, RELAY_EXIT_DATA,
                    "cannot publish %s%s at LSN %s (transaction %u ending at LSN %s): %s. Nothing from "
                    "this transaction on is confirmed. Every start reads the %s again from the WAL as it "

@@ -342,6 +342,33 @@ static void test_cluster_error_discards_the_producer(void)
 }
 
 /*
+ * The commit or abort in flight carried to its end, as relay.c's top loop
+ * does: a step, then the one wait, at most 10 s. Returns the first failed
+ * step's -EIO, or 0.
+ */
+static int end_eos(struct world *w)
+{
+        int ret = 0;
+
+        for (int i = 0; i < 1000 && relay_eos_busy(&w->r); i++) {
+                if (relay_eos_step(&w->r) < 0 && ret == 0)
+                        ret = -EIO;
+                if (relay_eos_busy(&w->r))
+                        relay_wait(&w->r, 10, 0);
+        }
+        CHECK(!relay_eos_busy(&w->r));
+        return ret;
+}
+
+/* A stop's commit of what is open, carried to its end. Returns 0 or -EIO as end_eos(). */
+static int flush_eos(struct world *w)
+{
+        int ret = relay_eos_flush(&w->r);
+
+        return end_eos(w) < 0 ? -EIO : ret;
+}
+
+/*
  * One row into the open Kafka transaction, as relay_row.c's publish_row()
  * does it: the transaction opened first, a _STATE refusal handed to
  * relay_eos_produce_failed(). Returns 0, -ECANCELED when that aborted the
@@ -365,7 +392,10 @@ static int produce_eos_row(struct world *w, const char *work_id)
                             .nheaders = 2, .ticket = t}, &e);
         if (ret < 0) {
                 ledger_cancel_message(w->r.ledger, t);
-                return relay_eos_produce_failed(&w->r, &e) < 0 ? -ECANCELED : ret;
+                if (relay_eos_produce_failed(&w->r, &e) == 0)
+                        return ret;
+                end_eos(w);             /* the abort, once the reports are in */
+                return -ECANCELED;
         }
         relay_eos_produced(&w->r, 2);
         return 0;
@@ -423,7 +453,7 @@ static int64_t commit_after_refusal(struct world *w, const char *work_id, int er
         relay_eos_row_done(&w->r);
         CHECK(ledger_commit(w->r.ledger, 0x10) == 0);
         start = relay_mono_ms();
-        CHECK_INT(relay_eos_flush(&w->r), -EIO);
+        CHECK_INT(flush_eos(w), -EIO);
         return relay_mono_ms() - start;
 }
 
@@ -485,7 +515,9 @@ static void test_eos_topic_refused_to_the_transaction_is_the_records_error(void)
                                           RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
         CHECK_INT(produce_eos_row(&w, "denied-3"), 0);
         relay_eos_row_done(&w.r);
-        CHECK_INT(relay_eos_after_record(&w.r), -EIO);  /* the probe's commit */
+        CHECK_INT(relay_eos_after_record(&w.r), 0);     /* the probe's commit begins... */
+        CHECK(relay_eos_busy(&w.r));
+        CHECK_INT(end_eos(&w), -EIO);                   /* ...and fails */
         CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
         CHECK(relay_eos_poisoned(&w.r, 0x10, "denied-3", 8, code, sizeof(code), reason, sizeof(reason)));
         CHECK_STR(code, "TOPIC_AUTHORIZATION_FAILED");
@@ -507,6 +539,8 @@ static void test_eos_state_refusal_without_reports_aborts(void)
         CHECK(relay_eos_before_record(&w.r, TOPIC, "k", 1, 0x10, false) == 0);
         CHECK_INT(w.r.eos.pending, 0);
         CHECK_INT(relay_eos_produce_failed(&w.r, &e), -ECANCELED);
+        CHECK(relay_eos_busy(&w.r));                   /* aborted by the top loop's step */
+        CHECK_INT(end_eos(&w), -EIO);
         CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
         CHECK_INT(w.r.eos.open, 0);
         CHECK_INT(w.r.eos.stats_aborted, 1);
@@ -537,7 +571,7 @@ static void test_eos_refused_batch_is_not_the_rows(void)
         settle_eos(&w);                /* the row's ProduceRequest takes the error, not the checkpoint's */
         relay_eos_row_done(&w.r);
         CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        CHECK_INT(flush_eos(&w), -EIO);
         CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
         CHECK_INT(w.r.eos.stats_aborted, 1);
         CHECK(!relay_eos_poisoned(&w.r, 0x10, "innocent-3", 10, code, sizeof(code), reason, sizeof(reason)));
@@ -559,7 +593,7 @@ static void test_eos_record_too_large_alone(void)
         settle_eos(&w);
         relay_eos_row_done(&w.r);
         CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_flush(&w.r), -EIO);
+        CHECK_INT(flush_eos(&w), -EIO);
         CHECK(relay_eos_poisoned(&w.r, 0x10, "big-3", 5, code, sizeof(code), reason, sizeof(reason)));
         CHECK_STR(code, "MSG_SIZE_TOO_LARGE");
         CHECK(strstr(reason, "max.message.bytes of topic \"" TOPIC "\", 40 bytes") != NULL);
@@ -694,7 +728,7 @@ static void test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part(void
         CHECK_INT(produce_eos_row(&w, "split-2"), 0);
         relay_eos_row_done(&w.r);
         /* the split: committed inside the PostgreSQL transaction, with its part */
-        CHECK_INT(relay_eos_flush(&w.r), 0);
+        CHECK_INT(flush_eos(&w), 0);
         CHECK_INT(w.r.eos.stats_committed, 1);
         CHECK(w.r.eos.committed_part_end == 0x20);
         CHECK_INT(w.r.eos.committed_part_rows, 2);
@@ -704,11 +738,89 @@ static void test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part(void
         CHECK_INT(w.r.eos.open, 0);
         /* a checkpoint-only transaction short of the split transaction's end */
         relay_eos_checkpoint(&w.r, 0x18);
+        CHECK_INT(end_eos(&w), 0);
         CHECK_INT(w.r.failure, 0);
         CHECK_INT(w.r.eos.stats_committed, 2);
         CHECK(w.r.watch.ckpt_acked == 0x18);
         CHECK(w.r.eos.committed_part_end == 0x20);
         CHECK_INT(w.r.eos.committed_part_rows, 2);
+        world_close(&w);
+}
+
+/*
+ * The commit is carried by the top loop's steps, never by a wait of its own:
+ * once begun it holds every record back (relay_row.c then leaves the row to
+ * be offered again), it ends only through relay_eos_step(), and only then
+ * does the checkpoint count as committed.
+ */
+static void test_eos_commit_in_flight_holds_records_back(void)
+{
+        struct world w;
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        w.r.txn.end_lsn = 0x10;
+        relay_eos_txn_begins(&w.r, 0x10);
+        CHECK_INT(produce_eos_row(&w, "held-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        CHECK(!relay_eos_busy(&w.r));                  /* inside its time bound */
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        CHECK(relay_eos_busy(&w.r));                   /* begun, not ended: nothing waited */
+        CHECK_INT(w.r.eos.stats_committed, 0);
+        CHECK(w.r.watch.ckpt_acked == 0);
+        /* the next row is held back, and says so */
+        CHECK_INT(relay_eos_before_record(&w.r, TOPIC, "held-2", 6, 0x20, false), -EAGAIN);
+        CHECK(w.r.eos.deferred);
+        w.r.eos.deferred = false;
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK(w.r.watch.ckpt_acked == 0x10);
+        CHECK_INT(relay_eos_before_record(&w.r, TOPIC, "held-2", 6, 0x20, false), 0);
+        CHECK(!w.r.eos.deferred);
+        world_close(&w);
+}
+
+/*
+ * A probing session meets a topic not probed yet while a transaction is
+ * open: what is open is committed first, and the record waits for that
+ * commit (it is offered again), then goes into a transaction of its own.
+ * Its topic counts as probed only once the probe's own commit has ended.
+ */
+static void test_eos_probe_waits_for_the_commit_of_what_was_open(void)
+{
+        struct world w;
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        w.r.eos.probing = true;
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        w.r.txn.end_lsn = 0x10;
+        relay_eos_txn_begins(&w.r, 0x10);
+        CHECK_INT(produce_eos_row(&w, "probe-1"), 0);  /* the first topic: a probe of its own */
+        relay_eos_row_done(&w.r);
+        CHECK(w.r.eos.probe_open);
+        CHECK_INT(relay_eos_after_record(&w.r), 0);
+        CHECK(w.r.eos.probe_open);                     /* not probed before its commit ends */
+        CHECK_INT(end_eos(&w), 0);
+        CHECK(!w.r.eos.probe_open);
+        CHECK_INT(w.r.eos.nknown, 1);
+        CHECK_INT(produce_eos_row(&w, "probe-2"), 0);  /* the same topic: no probe */
+        relay_eos_row_done(&w.r);
+        CHECK(!w.r.eos.probe_open);
+        CHECK(w.r.eos.open);
+        CHECK_INT(relay_eos_before_record(&w.r, DEAD, "probe-3", 7, 0x10, false), -EAGAIN);
+        CHECK(w.r.eos.deferred);
+        CHECK(relay_eos_busy(&w.r));                   /* what was open, being committed */
+        CHECK(!w.r.eos.probe_open);
+        w.r.eos.deferred = false;
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 2);
+        CHECK_INT(relay_eos_before_record(&w.r, DEAD, "probe-3", 7, 0x10, false), 0);
+        CHECK(w.r.eos.probe_open);
+        CHECK(w.r.eos.open);
         world_close(&w);
 }
 
@@ -732,5 +844,7 @@ int main(void)
         test_eos_state_refusal_without_reports_aborts();
         test_eos_topic_refused_to_the_transaction_is_the_records_error();
         test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
+        test_eos_commit_in_flight_holds_records_back();
+        test_eos_probe_waits_for_the_commit_of_what_was_open();
         return check_summary();
 }
