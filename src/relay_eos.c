@@ -434,10 +434,9 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e)
          * relay_eos_step() from the top loop; nothing is produced meanwhile.
          */
         x->end_error = *e;
-        if (x->ending == RELAY_EOS_END_NONE) {
-                x->ending = RELAY_EOS_END_ABORT;
-                x->end_deadline_ms = relay_mono_ms() + TXN_MS;
-        }
+        /* A commit's checkpoint record too: no EndTxn was asked for yet. */
+        x->ending = RELAY_EOS_END_ABORT;
+        x->end_deadline_ms = relay_mono_ms() + TXN_MS;
         return -ECANCELED;
 }
 
@@ -548,11 +547,9 @@ static int commit_checkpoint(struct relay *r)
         if (ret == -EAGAIN)
                 return 0;
         if (ret < 0) {
-                /* The transaction failed under it: aborted once the reports are in. */
-                if (!r->failure && x->failed) {
-                        x->ending = RELAY_EOS_END_ABORT;
+                /* The transaction failed under it (relay_eos_produce_failed()): aborted once the reports are in. */
+                if (x->ending == RELAY_EOS_END_ABORT)
                         return 0;
-                }
                 x->ending = RELAY_EOS_END_NONE;
                 return -EIO;
         }

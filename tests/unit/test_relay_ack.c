@@ -824,6 +824,37 @@ static void test_eos_probe_waits_for_the_commit_of_what_was_open(void)
         world_close(&w);
 }
 
+/*
+ * librdkafka failed the open transaction (AddPartitionsToTxn refused) and no
+ * report has been served yet when a commit begins: its checkpoint record is
+ * refused with _STATE. The commit turns into the abort, once the reports are
+ * in, and the relay streams again (exit 1 if it came to that). It once ended
+ * the step with -EIO and no failure recorded: the loop stopped as if asked to.
+ */
+static void test_eos_checkpoint_refused_by_a_failed_transaction_aborts(void)
+{
+        struct world w;
+
+        world_open_eos(&w, "--on-error=stop", "5000", true);
+        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        w.r.txn.end_lsn = 0x10;
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
+                                          RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+        CHECK_INT(produce_eos_row(&w, "first-5"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        usleep(1000 * 1000);   /* librdkafka fails it on its own thread; no report is served here */
+        CHECK_INT(flush_eos(&w), -EIO);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.eos.stats_committed, 0);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK(w.r.watch.ckpt_acked == 0);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
 int main(void)
 {
         test_classification();
@@ -846,5 +877,6 @@ int main(void)
         test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
         test_eos_commit_in_flight_holds_records_back();
         test_eos_probe_waits_for_the_commit_of_what_was_open();
+        test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
         return check_summary();
 }
