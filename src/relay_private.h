@@ -17,7 +17,8 @@
  *                   confirm: the checkpoint record, the side connection's
  *                   catalog checks
  *   relay_eos.c     --exactly-once: how transactions become Kafka
- *                   transactions with their checkpoint
+ *                   transactions with their checkpoint (its own header,
+ *                   relay_eos.h: its struct and hooks)
  *
  * struct relay groups its state the way pg_basebackup's StreamCtl does: the
  * leaf modules it joins, then one sub-struct per question.
@@ -38,6 +39,7 @@
 #include "pgoutput.h"
 #include "pgside.h"
 #include "pgstream.h"
+#include "relay_eos.h"
 #include "preflight.h"
 #include "producer.h"
 #include "record.h"
@@ -200,79 +202,6 @@ struct relay_pgo {
         struct pgo_decoder *dec;      /* NULL with wal2json */
         struct w2j_column *cols;
         size_t cols_cap;
-};
-
-/* A row whose record the broker refused inside an aborted Kafka transaction (--exactly-once). */
-#define RELAY_POISON_MAX 64
-#define RELAY_PROBE_TOPICS 64  /* topics probed per session, at most (the rest are not) */
-struct relay_poison {
-        uint64_t end_lsn;             /* of its PostgreSQL transaction */
-        char work_id[256];
-        int error;                    /* Kafka's error code */
-        char code[64];                /* and its name */
-        char reason[768];
-};
-
-/* --exactly-once (relay_eos.c). */
-struct relay_eos {
-        char tid[512];                /* the transactional.id */
-        bool open;                    /* a Kafka transaction is open */
-        bool aborting;                /* the relay is aborting it: purged records are expected */
-        bool aborted;                 /* one was aborted in this session: nothing more is committed */
-        int64_t opened_ms;            /* monotonic */
-        int64_t timeout_ms;           /* the producer's transaction.timeout.ms */
-        bool holds_whole;             /* the open one holds records of a PostgreSQL transaction read whole */
-        uint64_t messages, bytes;     /* records and their bytes in the open one */
-        uint64_t pending;             /* records of the open one without a delivery report */
-        bool failed;                  /* one of them failed: it must be aborted */
-        bool refused;                 /* one was refused as its own fault (relay_eos_poison()) */
-        char fail_name[64], fail_text[512];
-        uint64_t last_end;            /* end LSN of the newest PostgreSQL transaction fully in */
-        uint64_t part_rows;           /* rows of the current PostgreSQL transaction handled so far */
-        /* the newest committed checkpoint's split transaction (end LSN, rows in), or 0: carried on */
-        uint64_t committed_part_end, committed_part_rows;
-        uint64_t skip_upto;           /* from the checkpoint: transactions ending at or before are in */
-        uint64_t resume_end;          /* from the checkpoint: a split transaction, or 0 */
-        uint64_t resume_rows;         /* and how many of its rows are in */
-        uint64_t resume_left;         /* rows of the current transaction still to skip */
-        int64_t last_idle_ms;         /* the last checkpoint-only transaction */
-        int64_t bound_ms;             /* the time bound now: --kafka-transaction-time, longer in a backlog */
-        /*
-         * Finding a topic the transaction coordinator refuses: a transaction
-         * failed with a record's error (TOPIC_AUTHORIZATION_FAILED for
-         * AddPartitionsToTxn) that no delivery report named. The next session
-         * puts each topic's first record into a Kafka transaction of its own,
-         * a probe, so that the error is that record's.
-         */
-        bool probe_next;              /* the next session probes */
-        bool probing;                 /* this session does */
-        bool probe_open;              /* the open transaction is a probe */
-        bool probe_dead_letter;       /* of a dead-letter copy */
-        char probe_topic[RECORD_TOPIC_MAX + 1];
-        char probe_work_id[256];
-        uint64_t probe_end;           /* end LSN of the probed row's PostgreSQL transaction */
-        char known[RELAY_PROBE_TOPICS][RECORD_TOPIC_MAX + 1];  /* topics probed in this session */
-        size_t nknown;
-        struct relay_poison poison[RELAY_POISON_MAX];
-        size_t npoison, poison_next;
-        uint64_t stats_committed, stats_aborted, stats_rows;
-        struct metrics_histogram commit_latency;
-        /*
-         * How the open transaction ends, a step at each turn of the top loop
-         * (relay_eos_step()): its commit (the slot checked, the checkpoint
-         * record produced, every delivery report in, EndTxn), or its abort
-         * once the reports of a failed one are in. Nothing is produced
-         * meanwhile: what the server sends waits in the staging queue.
-         */
-        enum relay_eos_end { RELAY_EOS_END_NONE, RELAY_EOS_END_COMMIT, RELAY_EOS_END_ABORT } ending;
-        uint64_t end_lsn, end_part_end, end_part_rows;  /* the checkpoint the commit writes */
-        int64_t end_started_ms, end_deadline_ms;        /* monotonic */
-        int64_t end_checked_ms, end_reported_ms;        /* when the slot check and the reports were in */
-        bool end_ckpt_produced;       /* the checkpoint record is in the transaction */
-        bool end_called;              /* EndTxn was asked for: it can no longer be aborted */
-        bool stepping;                /* inside relay_eos_step(): relay_wait() must not be called */
-        bool deferred;                /* the record just offered must be offered again after the end */
-        struct producer_error end_error;  /* the refused produce that began an abort */
 };
 
 /*
@@ -588,160 +517,6 @@ uint64_t relay_confirmable_lsn(const struct relay *r);
 /* relay_watch_blocked() - why nothing new is confirmed now, for /readyz, or NULL. */
 const char *relay_watch_blocked(const struct relay *r);
 
-/* relay_eos.c: --exactly-once */
-
-/* relay_eos_on() - true with --exactly-once. */
-bool relay_eos_on(const struct relay *r);
-
-/* relay_eos_transactional_id() - --transactional-id, or outbox-relay/<system>/<database>/<slot>. */
-void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size);
-
-/* relay_eos_init() - init_transactions() on a new producer. Returns 0 or -EIO (recorded). */
-int relay_eos_init(struct relay *r);
-
-/*
- * relay_eos_before_record() - before a record of @topic is produced for the
- * row @work_id (@len bytes) of the transaction ending at @end_lsn (a
- * dead-letter copy if @dead_letter): a Kafka transaction is open, of its own
- * when the session probes and @topic has not been probed yet (what was
- * open is committed first). 0; -EAGAIN while a commit or abort is in flight
- * (relay_eos_busy(), which a probe's commit of what was open begins): the
- * caller undoes what it did for the record and leaves it, and x->deferred
- * tells the reader to offer its message again once the commit has ended;
- * or -EIO (recorded).
- */
-int relay_eos_before_record(struct relay *r, const char *topic, const char *work_id, size_t len,
-                            uint64_t end_lsn, bool dead_letter);
-
-/* relay_eos_produced() - a record of @bytes went into the open Kafka transaction. */
-void relay_eos_produced(struct relay *r, size_t bytes);
-
-/* relay_eos_row_done() - an outbox row of the current PostgreSQL transaction was handled. */
-void relay_eos_row_done(struct relay *r);
-
-/*
- * relay_eos_after_record() - split the open Kafka transaction at its bounds,
- * or commit a probe. 0 or -EIO.
- */
-int relay_eos_after_record(struct relay *r);
-
-/* relay_eos_after_transaction() - a C line ending at @end_lsn; commit at the bounds. 0 or -EIO. */
-int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn);
-
-/*
- * relay_eos_step() - carry the commit or abort in flight one step on: the
- * slot checked, the checkpoint record produced, every delivery report in,
- * EndTxn (one call of librdkafka's commit_transaction(), at most 200 ms and
- * no longer than the time to the next standby status update), or the abort
- * of a failed transaction once its reports are in. Called by the top loops
- * (stream() and end_session()) only, never from inside relay_wait(); it
- * never calls relay_wait() (asserted there). Returns 0 (done, or not yet:
- * relay_eos_busy() says which), or -EIO after recording a failure.
- */
-int relay_eos_step(struct relay *r);
-
-/*
- * relay_eos_busy() - true while a commit or abort is in flight: no record may
- * be produced, and what the server sends waits in the staging queue.
- */
-bool relay_eos_busy(const struct relay *r);
-
-/*
- * relay_eos_time_bound_ms() - the time bound of a Kafka transaction in ms:
- * @txn_max_ms (--kafka-transaction-time), or while draining a backlog, i.e.
- * when @lag_us (µs from a PostgreSQL commit to the server sending it, both by
- * the server's clock) exceeds RELAY_EOS_BACKLOG_LAG_US,
- * RELAY_EOS_BACKLOG_FACTOR times that, at most RELAY_EOS_BACKLOG_MAX_MS
- * unless @txn_max_ms is longer already. Pure; no errors.
- */
-#define RELAY_EOS_BACKLOG_LAG_US 250000
-#define RELAY_EOS_BACKLOG_FACTOR 5
-#define RELAY_EOS_BACKLOG_MAX_MS 1000
-int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us);
-
-/*
- * relay_eos_timed_out() - is @e, a fatal producer error, the transaction
- * coordinator's abort of the open Kafka transaction after
- * transaction.timeout.ms rather than a newer relay's fence? librdkafka
- * reports both as a fence (producer_fenced()); only the first can end a
- * transaction that has been open that long. Then a new producer may go on.
- */
-bool relay_eos_timed_out(const struct relay *r, const struct producer_error *e);
-
-/* relay_eos_idle() - nothing more to read now: commit an open transaction old enough. 0 or -EIO. */
-int relay_eos_idle(struct relay *r);
-
-/*
- * relay_eos_idle_due_ms() - ms until relay_eos_idle() would commit the open
- * Kafka transaction (0: now), or -1 when none is open: how long an idle
- * stream may sleep.
- */
-int64_t relay_eos_idle_due_ms(const struct relay *r);
-
-/* relay_eos_flush() - a requested stop: commit what is open. 0 or -EIO. */
-int relay_eos_flush(struct relay *r);
-/*
- * relay_eos_stop_target() - the LSN a stopping relay waits to confirm, given
- * the ledger's flush LSN @flush: @flush itself without --exactly-once; with
- * it, no further than the end of the newest PostgreSQL transaction whose
- * rows are all in a committed or committing Kafka transaction, since a
- * stopping relay commits no new checkpoint (inside a split PostgreSQL
- * transaction the ledger can be ahead of anything a checkpoint may claim).
- */
-uint64_t relay_eos_stop_target(const struct relay *r, uint64_t flush);
-
-/* relay_eos_abort() - abort what is open (its records are produced again). 0 or -EIO. */
-int relay_eos_abort(struct relay *r);
-
-/*
- * relay_eos_abort_refused() - is @e, a fatal producer error, the
- * coordinator's INVALID_TXN_STATE for the abort of a transaction it never
- * began because it refused a record's topic (librdkafka 2.0.2 sends that
- * EndTxn anyway)? Then a new producer may go on: the replay meets the
- * refused row's --on-error policy.
- */
-bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e);
-
-/*
- * relay_eos_produce_failed() - a produce inside the open Kafka transaction
- * failed with @e. A fence after the coordinator's timeout
- * (relay_eos_timed_out()) discards the producer and records a retry:
- * returns -ECANCELED. When it is librdkafka's _STATE, the transaction has failed
- * (librdkafka's abortable state: a record's delivery failed, or a request of
- * the transaction, such as AddPartitionsToTxn, did): serve the reports so a
- * record's own error is known, abort the transaction and record a retry
- * (streaming again from the slot; a failed row meets its --on-error policy):
- * returns -ECANCELED. Otherwise 0: the caller handles @e.
- */
-int relay_eos_produce_failed(struct relay *r, const struct producer_error *e);
-
-/* relay_eos_checkpoint() - a checkpoint-only Kafka transaction up to @target when there is nothing else. */
-void relay_eos_checkpoint(struct relay *r, uint64_t target);
-
-/* relay_eos_resume() - the newest checkpoint @c says what is in Kafka already. */
-void relay_eos_resume(struct relay *r, const struct checkpoint *c);
-
-/* relay_eos_txn_begins() - a B line of a transaction ending at @end_lsn. */
-void relay_eos_txn_begins(struct relay *r, uint64_t end_lsn);
-
-/* relay_eos_skip_row() - true for a row of a split transaction that is in Kafka already. */
-bool relay_eos_skip_row(struct relay *r);
-
-/* relay_eos_report() - a delivery report of a record of the open Kafka transaction. */
-void relay_eos_report(struct relay *r, const struct producer_report *rep);
-
-/*
- * relay_eos_poison() - remember the row @work_id of the transaction ending
- * at @end_lsn whose record Kafka refused (@e, @reason), and fail the open
- * Kafka transaction; after the abort and the replay the row meets its
- * --on-error policy.
- */
-void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, const struct producer_error *e,
-                      const char *reason);
-
-/* relay_eos_poisoned() - true (with the code and reason) for a remembered row. */
-bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *work_id, size_t len,
-                        char *ret_code, size_t code_size, char *ret_reason, size_t reason_size);
 
 
 /* relay_report.c: the server and the operator */
