@@ -49,6 +49,9 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
         ret = relay_produce(r, &dl, &e);
         if (ret == -ENOBUFS)
                 return ret;  /* stopping or failed meanwhile: the row stays unconfirmed */
+        /* --exactly-once: refused by a failed Kafka transaction, it is aborted and streamed again. */
+        if (ret < 0 && relay_eos_produce_failed(r, &e) < 0)
+                return -ECANCELED;
         if (ret < 0) {
                 relay_fail(r, e.fault == PRODUCER_FAULT_FATAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_DATA,
                            "the dead-letter publish of work ID \"%s\" (%s, transaction ending at LSN "

@@ -166,14 +166,19 @@ int relay_eos_before_record(struct relay *r, const char *topic, const char *work
                 return -EAGAIN;
         }
         if (x->probing && !probed(x, topic)) {
-                /* What is open first, then this record alone: again once that commit has ended. */
-                if (x->open && split(r) < 0)
+                /*
+                 * What is open first, then this record alone: again once that
+                 * commit has ended. A transaction that holds no record yet (the
+                 * last one's produce was refused at once) is this probe's.
+                 */
+                if (x->open && x->messages > 0 && split(r) < 0)
                         return -EIO;
                 if (relay_eos_busy(r)) {
                         x->deferred = true;
                         return -EAGAIN;
                 }
                 x->probe_open = true;
+                x->probe_produced = false;
                 x->probe_dead_letter = dead_letter;
                 snprintf(x->probe_topic, sizeof(x->probe_topic), "%s", topic);
                 snprintf(x->probe_work_id, sizeof(x->probe_work_id), "%.*s", (int)len, work_id);
@@ -189,6 +194,8 @@ void relay_eos_produced(struct relay *r, size_t bytes)
         r->eos.pending++;
         r->eos.messages++;
         r->eos.bytes += bytes;
+        if (r->eos.probe_open)
+                r->eos.probe_produced = true;
 }
 
 void relay_eos_report(struct relay *r, const struct producer_report *rep)
@@ -299,7 +306,11 @@ static int abort_open(struct relay *r)
                 ret = producer_abort_transaction(r->prod, CALL_MS, &e);
                 if (ret != -EAGAIN || relay_mono_ms() > deadline)
                         break;
-                relay_keep_answered(r);
+                /* The one wait when the loop called this (end_session(), recover()); not inside a step. */
+                if (x->stepping)
+                        relay_keep_answered(r);
+                else
+                        relay_wait(r, 0, 0);
         }
         x->aborting = false;
         timed_out = ret == -EPERM && relay_eos_timed_out(r, &e);
@@ -481,15 +492,12 @@ static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, 
  * Begin to commit the open transaction with its checkpoint: @lsn (every
  * PostgreSQL transaction ending at or before it is in), and for a split one
  * its end @part_end and @part_rows rows. relay_eos_step() carries it on
- * from the top loop; nothing is produced until it has ended. Returns 0, or
- * -EIO after recording why.
+ * from the top loop; nothing is produced until it has ended.
  */
-static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
+static void begin_commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
 {
         struct relay_eos *x = &r->eos;
 
-        if (!x->open)
-                return 0;
         assert(x->ending == RELAY_EOS_END_NONE);
         x->ending = RELAY_EOS_END_COMMIT;
         x->end_lsn = lsn;
@@ -500,6 +508,14 @@ static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t par
         x->end_checked_ms = x->end_reported_ms = 0;
         x->end_ckpt_produced = false;
         x->end_called = false;
+}
+
+/* Begin the commit and take its first step. Returns 0, or -EIO after recording why. */
+static int commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows)
+{
+        if (!r->eos.open)
+                return 0;
+        begin_commit(r, lsn, part_end, part_rows);
         return relay_eos_step(r);
 }
 
@@ -544,8 +560,14 @@ static int commit_checkpoint(struct relay *r)
                         x->last_end = x->end_lsn;
         }
         ret = produce_checkpoint(r, x->end_lsn, x->end_part_end, x->end_part_rows);
-        if (ret == -EAGAIN)
+        if (ret == -EAGAIN && relay_mono_ms() < x->end_deadline_ms)
                 return 0;
+        if (ret == -EAGAIN) {
+                relay_fail(r, RELAY_EXIT_RETRY, "librdkafka's queue stayed full for %d s: cannot write the "
+                           "checkpoint record; aborting the Kafka transaction", TXN_MS / 1000);
+                abort_open(r);
+                return -EIO;
+        }
         if (ret < 0) {
                 /* The transaction failed under it (relay_eos_produce_failed()): aborted once the reports are in. */
                 if (x->ending == RELAY_EOS_END_ABORT)
@@ -604,10 +626,10 @@ static int commit_step(struct relay *r)
                         r->watch.ckpt_acked = x->end_lsn;
                 x->committed_part_end = x->end_part_end;
                 x->committed_part_rows = x->end_part_rows;
-                if (x->probe_open) {
+                /* Probed once its record is committed: not when it never reached Kafka. */
+                if (x->probe_open && x->probe_produced && x->nknown < RELAY_PROBE_TOPICS)
                         snprintf(x->known[x->nknown++], sizeof(x->known[0]), "%s", x->probe_topic);
-                        x->probe_open = false;
-                }
+                x->probe_open = false;
                 log_debug("committed a Kafka transaction of %" PRIu64 " records up to LSN %s%s: open %"
                           PRId64 " ms before the commit began, then %" PRId64 " ms for the slot check, %"
                           PRId64 " ms for the delivery reports, %" PRId64 " ms to commit", x->messages,
@@ -869,7 +891,8 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
         x->last_idle_ms = relay_mono_ms();
         if (ensure_open(r) < 0)
                 return;
-        commit(r, target, LSN_INVALID, 0);
+        /* Called from inside relay_wait() (relay_watch.c): the top loop's next turn takes the steps. */
+        begin_commit(r, target, LSN_INVALID, 0);
 }
 
 void relay_eos_resume(struct relay *r, const struct checkpoint *c)

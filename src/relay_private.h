@@ -380,8 +380,10 @@ void relay_drop_nacks(struct relay *r);
  * dead-letter topic under @m->ticket: @m's key, value and headers plus
  * outbox_relay_error (@reason), outbox_relay_error_code (@code) and
  * outbox_relay_topic (@topic, the intended one, or ""). @work_id and
- * @lsn_text name the row in errors. Returns 0, or a negative errno after
- * recording the failure.
+ * @lsn_text name the row in errors. Returns 0; -ECANCELED when the open
+ * --exactly-once transaction had failed (relay_eos_produce_failed(): the loop
+ * aborts it and streams again); or a negative errno after recording the
+ * failure.
  */
 int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
                       const char *code, const char *reason, const char *work_id,

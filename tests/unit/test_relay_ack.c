@@ -855,6 +855,96 @@ static void test_eos_checkpoint_refused_by_a_failed_transaction_aborts(void)
         world_close(&w);
 }
 
+/* One record of @topic into the open Kafka transaction, as publish_row() hands it over. */
+static void produce_eos_record(struct world *w, const char *topic, const char *work_id)
+{
+        struct producer_error e;
+        ledger_ticket t;
+
+        CHECK(ledger_add_message(w->r.ledger, &t) == 0);
+        CHECK_INT(relay_produce(&w->r, &(struct producer_msg){.topic = topic, .key = work_id,
+                                .key_len = strlen(work_id), .value = "{}", .value_len = 2, .ticket = t},
+                                &e), 0);
+        relay_eos_produced(&w->r, 2);
+}
+
+/*
+ * A probing session: a row's probe opens a transaction, its produce is
+ * refused at once as the record's own fault (nothing went in), and its
+ * dead-letter copy, of a topic not probed either, takes that empty
+ * transaction as its own probe. It once split it instead: an empty commit,
+ * the row's topic counted as probed though no record of it reached Kafka,
+ * the copy held back, and the row offered again, the same way, for ever.
+ */
+static void test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_letter_copy(void)
+{
+        struct world w;
+
+        world_open_eos(&w, "--on-error=dead-letter", "5000", true);
+        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        w.r.eos.probing = true;
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        w.r.txn.end_lsn = 0x10;
+        relay_eos_txn_begins(&w.r, 0x10);
+        CHECK_INT(relay_eos_before_record(&w.r, TOPIC, "big-6", 5, 0x10, false), 0);
+        CHECK(w.r.eos.probe_open);
+        CHECK(w.r.eos.open);
+        /* refused by the producer at once: the row goes to its dead-letter copy */
+        CHECK_INT(relay_eos_before_record(&w.r, DEAD, "big-6", 5, 0x10, true), 0);
+        CHECK(!relay_eos_busy(&w.r));
+        CHECK(!w.r.eos.deferred);
+        CHECK_STR(w.r.eos.probe_topic, DEAD);
+        CHECK(w.r.eos.probe_dead_letter);
+        produce_eos_record(&w, DEAD, "big-6");
+        relay_eos_row_done(&w.r);
+        CHECK_INT(relay_eos_after_record(&w.r), 0);
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK_INT(w.r.eos.nknown, 1);                  /* the copy's topic, not the row's */
+        CHECK_STR(w.r.eos.known[0], DEAD);
+        world_close(&w);
+}
+
+/*
+ * A dead-letter copy refused with _STATE because librdkafka had failed the
+ * open transaction: aborted and streamed again (exit 1 if it came to that),
+ * as a row's record is. It once stopped the relay with exit 3, "the
+ * dead-letter publish ... failed too", since _STATE is no error a retry cures.
+ */
+static void test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts(void)
+{
+        struct world w;
+        struct producer_msg m = {.topic = TOPIC, .key = "dl-7", .key_len = 4, .value = "{}", .value_len = 2};
+        int ret = 0;
+
+        world_open_eos(&w, "--on-error=dead-letter", "5000", true);
+        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        w.r.txn.end_lsn = 0x10;
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
+                                          RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+        CHECK_INT(produce_eos_row(&w, "first-7"), 0);
+        /* librdkafka fails the transaction on its own thread; no report is served here */
+        for (int i = 0; i < 50 && ret == 0; i++) {
+                usleep(100 * 1000);
+                CHECK(ledger_add_message(w.r.ledger, &m.ticket) == 0);
+                CHECK_INT(relay_eos_before_record(&w.r, DEAD, "dl-7", 4, 0x10, true), 0);
+                ret = relay_dead_letter(&w.r, &m, TOPIC, "INVALID_JSON", "not JSON", "dl-7", "0/10");
+                if (ret == 0)
+                        relay_eos_produced(&w.r, 2);
+                else
+                        ledger_cancel_message(w.r.ledger, m.ticket);
+        }
+        CHECK_INT(ret, -ECANCELED);
+        CHECK_INT(w.r.failure, 0);                     /* not yet: the loop aborts it */
+        CHECK(relay_eos_busy(&w.r));
+        CHECK_INT(end_eos(&w), -EIO);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
 int main(void)
 {
         test_classification();
@@ -878,5 +968,7 @@ int main(void)
         test_eos_commit_in_flight_holds_records_back();
         test_eos_probe_waits_for_the_commit_of_what_was_open();
         test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
+        test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_letter_copy();
+        test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts();
         return check_summary();
 }
