@@ -366,11 +366,13 @@ static void stream(struct relay *r)
                         break;
                 /*
                  * Idle: sleep no longer than the open Kafka transaction's time bound
-                 * (or the commit in flight needs); no reading while the staging queue is full.
+                 * (or the commit in flight needs). A commit in flight is woken by
+                 * Kafka and its own deadlines, not by each chunk the server sends:
+                 * those are staged at every turn, and a wake-up for each would
+                 * take CPU from the commit it waits for.
                  */
                 if (relay_wait(r, more > 0 ? 0 : (int)relay_eos_idle_due_ms(r),
-                               relay_backpressured(r) || (relay_eos_busy(r) && stage_full(r)) ? 0 :
-                               RELAY_WAIT_READ) < 0)
+                               relay_backpressured(r) || relay_eos_busy(r) ? 0 : RELAY_WAIT_READ) < 0)
                         break;
         }
 }
