@@ -221,7 +221,13 @@ bool relay_eos_abort_refused(const struct relay *r, const struct producer_error 
  */
 int relay_eos_produce_failed(struct relay *r, const struct producer_error *e);
 
-/* relay_eos_checkpoint() - a checkpoint-only Kafka transaction up to @target when there is nothing else. */
+/*
+ * relay_eos_checkpoint() - begin a checkpoint-only Kafka transaction up to
+ * @target (LSN) when nothing else is open or in flight, at most once a
+ * second. It is called from inside relay_wait() (relay_watch.c), so it
+ * takes no step: the loop's next turn does (relay_eos_step()). A failure to
+ * begin the transaction is recorded.
+ */
 void relay_eos_checkpoint(struct relay *r, uint64_t target);
 
 /* relay_eos_resume() - the newest checkpoint @c says what is in Kafka already. */
