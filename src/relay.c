@@ -251,6 +251,16 @@ static int read_stream(struct relay *r, bool draining)
         char err[ERRLEN], state[6] = "";
         int failure = r->failure;  /* a drain after a row error still reads */
 
+        /*
+         * A commit in flight: the wait does not wake for the socket (stream()),
+         * so what the kernel holds is taken in here, at each turn, to be staged.
+         */
+        if (!draining && r->streaming && relay_eos_busy(r) && !stage_full(r) &&
+            pgstream_consume(r->pg, err, sizeof(err)) < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "lost the replication connection: %s", err);
+                r->streaming = false;
+                return -EIO;
+        }
         for (int budget = READ_BUDGET; budget > 0 && r->failure == failure; budget--) {
                 const char *buf;
                 size_t len;
@@ -368,8 +378,8 @@ static void stream(struct relay *r)
                  * Idle: sleep no longer than the open Kafka transaction's time bound
                  * (or the commit in flight needs). A commit in flight is woken by
                  * Kafka and its own deadlines, not by each chunk the server sends:
-                 * those are staged at every turn, and a wake-up for each would
-                 * take CPU from the commit it waits for.
+                 * read_stream() takes those in and stages them at every turn, and
+                 * a wake-up for each would take CPU from the commit it waits for.
                  */
                 if (relay_wait(r, more > 0 ? 0 : (int)relay_eos_idle_due_ms(r),
                                relay_backpressured(r) || relay_eos_busy(r) ? 0 : RELAY_WAIT_READ) < 0)
