@@ -203,37 +203,39 @@ static void stage_clear(struct relay *r)
         r->stage.head = 0;
 }
 
-/*
- * Handle one message the server sent (@staged: from the staging queue, its
- * reply request noted when it arrived): a primary keepalive, or XLogData
- * for relay_row.c. Returns 0, or -EBADMSG (recorded).
- */
-static int handle_message(struct relay *r, const char *buf, size_t len, bool staged)
+/* Parse a CopyData message of @len bytes into @ret_m. Returns 0, or -EBADMSG (recorded). */
+static int parse_message(struct relay *r, const char *buf, size_t len, struct replmsg *ret_m)
 {
-        struct replmsg m;
+        if (replmsg_parse(buf, len, ret_m) == 0)
+                return 0;
+        relay_fail(r, RELAY_EXIT_RETRY, "unexpected replication message of %zu bytes, type 0x%02x", len,
+                   len ? (unsigned char)buf[0] : 0);
+        return -EBADMSG;
+}
 
-        if (replmsg_parse(buf, len, &m) < 0) {
-                relay_fail(r, RELAY_EXIT_RETRY, "unexpected replication message of %zu bytes, type "
-                           "0x%02x", len, len ? (unsigned char)buf[0] : 0);
-                return -EBADMSG;
-        }
-        if (m.kind == REPLMSG_KEEPALIVE) {
+/*
+ * Handle one message the server sent, parsed (@staged: from the staging
+ * queue, its reply request noted when it arrived): a primary keepalive, or
+ * XLogData for relay_row.c.
+ */
+static void handle_message(struct relay *r, const struct replmsg *m, bool staged)
+{
+        if (m->kind == REPLMSG_KEEPALIVE) {
                 /*
                  * Not inside a pgoutput transaction whose Begin the ledger has not
                  * seen yet (its end LSN comes with its Commit): the keepalive's
                  * walEnd is then no promise about it.
                  */
                 if (!relay_pgo_busy(r))
-                        ledger_keepalive(r->ledger, m.wal_end);
-                if (m.reply_requested && !staged)
-                        relay_note_reply_request(r, m.wal_end);
-                return 0;
+                        ledger_keepalive(r->ledger, m->wal_end);
+                if (m->reply_requested && !staged)
+                        relay_note_reply_request(r, m->wal_end);
+                return;
         }
-        if (m.data_start > r->fb.write_lsn)
-                r->fb.write_lsn = m.data_start;
-        r->fb.send_time_us = m.send_time_us;
-        relay_handle_line(r, &m);
-        return 0;
+        if (m->data_start > r->fb.write_lsn)
+                r->fb.write_lsn = m->data_start;
+        r->fb.send_time_us = m->send_time_us;
+        relay_handle_line(r, m);
 }
 
 /*
@@ -281,8 +283,9 @@ static int read_stream(struct relay *r, bool draining)
                         if (r->stage.n) {
                                 struct relay_staged *e = &r->stage.q[r->stage.head];
 
-                                if (handle_message(r, e->data, e->len, true) < 0)
+                                if (parse_message(r, e->data, e->len, &m) < 0)
                                         return -EBADMSG;
+                                handle_message(r, &m, true);
                                 if (r->eos.deferred)
                                         r->eos.deferred = false;  /* again after the commit it began */
                                 else
@@ -304,11 +307,8 @@ static int read_stream(struct relay *r, bool draining)
                         r->streaming = false;
                         return ret;
                 }
-                if (replmsg_parse(buf, len, &m) < 0) {
-                        relay_fail(r, RELAY_EXIT_RETRY, "unexpected replication message of %zu bytes, type "
-                                   "0x%02x", len, len ? (unsigned char)buf[0] : 0);
+                if (parse_message(r, buf, len, &m) < 0)
                         return -EBADMSG;
-                }
                 if (m.wal_end > r->fb.server_lsn)
                         r->fb.server_lsn = m.wal_end;
                 if (draining) {
@@ -326,8 +326,7 @@ static int read_stream(struct relay *r, bool draining)
                         }
                         continue;
                 }
-                if (handle_message(r, buf, len, false) < 0)
-                        return -EBADMSG;
+                handle_message(r, &m, false);
                 if (r->eos.deferred) {
                         r->eos.deferred = false;
                         if (stage_push(r, buf, len) < 0) {

@@ -639,7 +639,6 @@ static int commit_step(struct relay *r)
                 return 0;
         }
         if (ret == -ECANCELED) {
-                x->end_called = false;
                 abort_open(r);
                 relay_fail(r, RELAY_EXIT_RETRY, "committing the Kafka transaction failed: %s (%s); aborted "
                            "it, streaming again from the slot", e.text, e.name);
