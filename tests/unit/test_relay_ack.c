@@ -341,6 +341,16 @@ static void test_cluster_error_discards_the_producer(void)
         world_close(&w);
 }
 
+/* An exactly-once world inside a PostgreSQL transaction ending at @end_lsn, its checkpoint key set. */
+static void open_eos_txn(struct world *w, const char *on_error, uint64_t end_lsn)
+{
+        world_open_eos(w, on_error, "5000", true);
+        snprintf(w->r.watch.key, sizeof(w->r.watch.key), "1/db/slot");
+        CHECK(ledger_begin(w->r.ledger, end_lsn, 0) == 0);
+        w->r.txn.end_lsn = end_lsn;
+        relay_eos_txn_begins(&w->r, end_lsn);
+}
+
 /*
  * The commit or abort in flight carried to its end, as relay.c's top loop
  * does: a step, then the one wait, at most 10 s. Returns the first failed
@@ -718,11 +728,7 @@ static void test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part(void
 {
         struct world w;
 
-        world_open_eos(&w, "--on-error=stop", "5000", true);
-        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
-        CHECK(ledger_begin(w.r.ledger, 0x20, 0) == 0);
-        w.r.txn.end_lsn = 0x20;
-        relay_eos_txn_begins(&w.r, 0x20);
+        open_eos_txn(&w, "--on-error=stop", 0x20);
         CHECK_INT(produce_eos_row(&w, "split-1"), 0);
         relay_eos_row_done(&w.r);
         CHECK_INT(produce_eos_row(&w, "split-2"), 0);
@@ -757,11 +763,7 @@ static void test_eos_commit_in_flight_holds_records_back(void)
 {
         struct world w;
 
-        world_open_eos(&w, "--on-error=stop", "5000", true);
-        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        w.r.txn.end_lsn = 0x10;
-        relay_eos_txn_begins(&w.r, 0x10);
+        open_eos_txn(&w, "--on-error=stop", 0x10);
         CHECK_INT(produce_eos_row(&w, "held-1"), 0);
         relay_eos_row_done(&w.r);
         CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
@@ -793,12 +795,8 @@ static void test_eos_probe_waits_for_the_commit_of_what_was_open(void)
 {
         struct world w;
 
-        world_open_eos(&w, "--on-error=stop", "5000", true);
-        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        open_eos_txn(&w, "--on-error=stop", 0x10);
         w.r.eos.probing = true;
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        w.r.txn.end_lsn = 0x10;
-        relay_eos_txn_begins(&w.r, 0x10);
         CHECK_INT(produce_eos_row(&w, "probe-1"), 0);  /* the first topic: a probe of its own */
         relay_eos_row_done(&w.r);
         CHECK(w.r.eos.probe_open);
@@ -835,10 +833,7 @@ static void test_eos_checkpoint_refused_by_a_failed_transaction_aborts(void)
 {
         struct world w;
 
-        world_open_eos(&w, "--on-error=stop", "5000", true);
-        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        w.r.txn.end_lsn = 0x10;
+        open_eos_txn(&w, "--on-error=stop", 0x10);
         rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
                                           RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
         CHECK_INT(produce_eos_row(&w, "first-5"), 0);
@@ -880,12 +875,8 @@ static void test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_le
 {
         struct world w;
 
-        world_open_eos(&w, "--on-error=dead-letter", "5000", true);
-        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
+        open_eos_txn(&w, "--on-error=dead-letter", 0x10);
         w.r.eos.probing = true;
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        w.r.txn.end_lsn = 0x10;
-        relay_eos_txn_begins(&w.r, 0x10);
         CHECK_INT(relay_eos_before_record(&w.r, TOPIC, "big-6", 5, 0x10, false), 0);
         CHECK(w.r.eos.probe_open);
         CHECK(w.r.eos.open);
@@ -917,10 +908,7 @@ static void test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts(voi
         struct producer_msg m = {.topic = TOPIC, .key = "dl-7", .key_len = 4, .value = "{}", .value_len = 2};
         int ret = 0;
 
-        world_open_eos(&w, "--on-error=dead-letter", "5000", true);
-        snprintf(w.r.watch.key, sizeof(w.r.watch.key), "1/db/slot");
-        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
-        w.r.txn.end_lsn = 0x10;
+        open_eos_txn(&w, "--on-error=dead-letter", 0x10);
         rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_ADD_PARTITIONS_TO_TXN, 1,
                                           RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
         CHECK_INT(produce_eos_row(&w, "first-7"), 0);
