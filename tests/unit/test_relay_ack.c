@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <stdlib.h>
@@ -840,7 +841,12 @@ static void test_eos_checkpoint_refused_by_a_failed_transaction_aborts(void)
         relay_eos_row_done(&w.r);
         CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
         CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
-        usleep(1000 * 1000);   /* librdkafka fails it on its own thread; no report is served here */
+        /*
+         * librdkafka fails it on its own thread and purges the row's record:
+         * its report is waiting (the producer's descriptor is readable), and
+         * none is served here, so the relay does not know yet.
+         */
+        CHECK(poll(&(struct pollfd){.fd = producer_fd(w.r.prod), .events = POLLIN}, 1, 10000) == 1);
         CHECK_INT(flush_eos(&w), -EIO);
         CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
         CHECK_INT(w.r.eos.stats_committed, 0);
