@@ -42,7 +42,8 @@ enum { SESSION_ENDED, SESSION_SLOT_BUSY };
 bool relay_backpressured(const struct relay *r)
 {
         return (int64_t)ledger_outstanding(r->ledger) >= r->conf->max_inflight_messages ||
-               (int64_t)producer_inflight_bytes(r->prod) >= r->conf->max_inflight_bytes;
+               (int64_t)producer_inflight_bytes(r->prod) >= r->conf->max_inflight_bytes ||
+               r->kafka_full || relay_limit_asking(r);
 }
 
 /*
@@ -68,6 +69,36 @@ static void check_reload(struct relay *r, short revents)
         }
 }
 
+/* relay_wait()'s work after poll(): @pg_revents of the replication socket. Returns as relay_wait(). */
+static int serve(struct relay *r, short pg_revents)
+{
+        char err[ERRLEN];
+
+        if (r->streaming && (pg_revents & (POLLIN | POLLERR | POLLHUP)) &&
+            pgstream_consume(r->pg, err, sizeof(err)) < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "lost the replication connection: %s", err);
+                r->streaming = false;
+                return -EIO;
+        }
+        if (r->streaming && (pg_revents & POLLOUT))
+                pgstream_flush(r->pg);
+        if (r->prod) {
+                producer_poll(r->prod);
+                /* Delivery reports served: a produce refused for a full queue may be tried again. */
+                r->kafka_full = false;
+        }
+        if (r->metrics)
+                metrics_serve(r->metrics);
+        relay_watch_serve(r);
+        relay_limit_serve(r);
+        if (r->streaming && relay_maybe_send_status(r) < 0) {
+                r->streaming = false;
+                return -EIO;
+        }
+        relay_publish_metrics(r);
+        return 0;
+}
+
 int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
 {
         enum { STOP, KAFKA, HTTP, PG, SIDE, NFDS };
@@ -78,13 +109,17 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
                 [PG] = {-1, 0, 0},
                 [SIDE] = {-1, 0, 0},
         };
-        char err[ERRLEN];
         int64_t t = timeout_ms < 0 || timeout_ms > WAIT_MAX_MS ? WAIT_MAX_MS : timeout_ms;
         int http = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
         int64_t ping = relay_notify_due_ms(r);
+        int ret;
 
-        /* The one wait is the top loop's: a Kafka commit's steps never wait in it. */
-        assert(!r->eos.stepping);
+        /*
+         * The one wait is the top loop's: nothing that handles what came (a
+         * turn of stream() or end_session(), a Kafka commit's step, what this
+         * wait serves) waits in it again. What cannot go on holds back.
+         */
+        assert(!r->handling);
         if (r->streaming) {
                 pfd[PG].fd = pgstream_socket(r->pg);
                 if (flags & RELAY_WAIT_READ)
@@ -106,25 +141,10 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         check_reload(r, pfd[STOP].revents);
         /* The watchdog's ping says this loop turns: here, and nowhere else. */
         relay_notify_turn(r);
-        if (r->streaming && (pfd[PG].revents & (POLLIN | POLLERR | POLLHUP)) &&
-            pgstream_consume(r->pg, err, sizeof(err)) < 0) {
-                relay_fail(r, RELAY_EXIT_RETRY, "lost the replication connection: %s", err);
-                r->streaming = false;
-                return -EIO;
-        }
-        if (r->streaming && (pfd[PG].revents & POLLOUT))
-                pgstream_flush(r->pg);
-        if (r->prod)
-                producer_poll(r->prod);
-        if (r->metrics)
-                metrics_serve(r->metrics);
-        relay_watch_serve(r);
-        if (r->streaming && relay_maybe_send_status(r) < 0) {
-                r->streaming = false;
-                return -EIO;
-        }
-        relay_publish_metrics(r);
-        return 0;
+        r->handling = true;
+        ret = serve(r, pfd[PG].revents);
+        r->handling = false;
+        return ret;
 }
 
 void relay_keep_answered(struct relay *r)
@@ -140,16 +160,14 @@ void relay_keep_answered(struct relay *r)
 
 int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error)
 {
-        for (;;) {
-                int ret = producer_send(r->prod, m, ret_error);
+        int ret = producer_send(r->prod, m, ret_error);
 
-                if (ret != -ENOBUFS)
-                        return ret;
-                if (r->failure || *r->stop)
-                        return -ENOBUFS;
-                /* librdkafka's queue is full: serve delivery reports, keep the server answered. */
-                relay_wait(r, 100, 0);
-        }
+        if (ret != -ENOBUFS)
+                return ret;
+        /* librdkafka's queue is full: the next wait serves delivery reports, then it is offered again. */
+        r->kafka_full = true;
+        r->held_back = true;
+        return -EAGAIN;
 }
 
 static const char *operator_name(void)
@@ -244,7 +262,7 @@ static void handle_message(struct relay *r, const struct replmsg *m, bool staged
  * reply requests are served. While a Kafka commit is in flight
  * (relay_eos_busy()) messages go to the staging queue, in order, and are
  * handled once it has ended, before anything read after them; a record the
- * commit of a probe held back (r->eos.deferred) waits there too. Returns 1
+ * commit of a probe held back (r->held_back) waits there too. Returns 1
  * if more may be buffered, 0 if not, negative after a failure during this
  * call (one recorded before does not stop a drain from reading).
  */
@@ -285,9 +303,10 @@ static int read_stream(struct relay *r, bool draining)
 
                                 if (parse_message(r, e->data, e->len, &m) < 0)
                                         return -EBADMSG;
+                                r->held_back = false;
                                 handle_message(r, &m, true);
-                                if (r->eos.deferred)
-                                        r->eos.deferred = false;  /* again after the commit it began */
+                                if (r->held_back)
+                                        r->held_back = false;  /* again after the commit it began */
                                 else
                                         stage_pop(r);
                                 continue;
@@ -326,9 +345,10 @@ static int read_stream(struct relay *r, bool draining)
                         }
                         continue;
                 }
+                r->held_back = false;
                 handle_message(r, &m, false);
-                if (r->eos.deferred) {
-                        r->eos.deferred = false;
+                if (r->held_back) {
+                        r->held_back = false;
                         if (stage_push(r, buf, len) < 0) {
                                 relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
                                 return -ENOMEM;
@@ -338,6 +358,46 @@ static int read_stream(struct relay *r, bool draining)
         return r->failure != failure ? -1 : 1;
 }
 
+/*
+ * One turn of stream(): a step of the Kafka commit in flight, what the
+ * server sent, failed delivery reports. Returns what read_stream() says
+ * (1: more may be buffered, 0: not), or -1 to end the session.
+ */
+static int stream_turn(struct relay *r)
+{
+        int more;
+
+        /* --exactly-once: the commit in flight, one step a turn. */
+        if (relay_eos_step(r) < 0)
+                return -1;
+        more = read_stream(r, false);
+        if (more < 0)
+                return -1;
+        relay_handle_nacks(r);
+        if (r->failure)
+                return -1;
+        /*
+         * A stopping server waits for the relay's confirmation. Acks get a
+         * grace period; what only lacks the side connection's check (its
+         * backend is terminated first) cannot get it: no reason to wait.
+         */
+        if (r->fb.server_stopping_ms && relay_confirmable_lsn(r) < r->fb.server_lsn &&
+            (relay_mono_ms() - r->fb.server_stopping_ms > STOPPING_GRACE_MS ||
+             (r->watch.side_down && ledger_outstanding(r->ledger) == 0))) {
+                char a[LSN_STRLEN];
+
+                relay_fail(r, RELAY_EXIT_RETRY, "the server is shutting down and %" PRIu64
+                           " messages are still unacknowledged (or not yet verified and "
+                           "checkpointed): ending the stream at confirmed LSN %s so the shutdown "
+                           "is not held up; what follows will be sent again after reconnecting",
+                           ledger_outstanding(r->ledger), lsn_format(relay_confirmable_lsn(r), a));
+                return -1;
+        }
+        if (more == 0 && relay_eos_idle(r) < 0)
+                return -1;
+        return more;
+}
+
 static void stream(struct relay *r)
 {
         r->fb.server_stopping_ms = 0;
@@ -345,33 +405,11 @@ static void stream(struct relay *r)
         while (!r->failure && !*r->stop) {
                 int more;
 
-                /* --exactly-once: the commit in flight, one step a turn. */
-                if (relay_eos_step(r) < 0)
-                        break;
-                more = read_stream(r, false);
+                /* Nothing in a turn waits: what cannot go on holds back until the next wait. */
+                r->handling = true;
+                more = stream_turn(r);
+                r->handling = false;
                 if (more < 0)
-                        break;
-                relay_handle_nacks(r);
-                if (r->failure)
-                        break;
-                /*
-                 * A stopping server waits for the relay's confirmation. Acks get a
-                 * grace period; what only lacks the side connection's check (its
-                 * backend is terminated first) cannot get it: no reason to wait.
-                 */
-                if (r->fb.server_stopping_ms && relay_confirmable_lsn(r) < r->fb.server_lsn &&
-                    (relay_mono_ms() - r->fb.server_stopping_ms > STOPPING_GRACE_MS ||
-                     (r->watch.side_down && ledger_outstanding(r->ledger) == 0))) {
-                        char a[LSN_STRLEN];
-
-                        relay_fail(r, RELAY_EXIT_RETRY, "the server is shutting down and %" PRIu64
-                                   " messages are still unacknowledged (or not yet verified and "
-                                   "checkpointed): ending the stream at confirmed LSN %s so the shutdown "
-                                   "is not held up; what follows will be sent again after reconnecting",
-                                   ledger_outstanding(r->ledger), lsn_format(relay_confirmable_lsn(r), a));
-                        break;
-                }
-                if (more == 0 && relay_eos_idle(r) < 0)
                         break;
                 /*
                  * Idle: sleep no longer than the open Kafka transaction's time bound
@@ -420,13 +458,21 @@ static void end_session(struct relay *r)
                relay_mono_ms() < deadline && r->failure == failure) {
                 int64_t t = deadline - relay_mono_ms();
 
+                int ret;
+
                 if (relay_eos_step(r) < 0)
                         break;
                 if (relay_eos_busy(r) && relay_eos_idle_due_ms(r) < t)
                         t = relay_eos_idle_due_ms(r);
-                if (relay_wait(r, (int)t, RELAY_WAIT_READ) < 0 || read_stream(r, true) < 0)
+                if (relay_wait(r, (int)t, RELAY_WAIT_READ) < 0)
                         break;
-                relay_handle_nacks(r);
+                r->handling = true;
+                ret = read_stream(r, true);
+                if (ret >= 0)
+                        relay_handle_nacks(r);
+                r->handling = false;
+                if (ret < 0)
+                        break;
         }
         stage_clear(r);
         if (!r->failure && ledger_outstanding(r->ledger) > 0)

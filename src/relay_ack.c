@@ -44,11 +44,14 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
         dl.timestamp_ms = 0;  /* produce time: the dead-letter topic must take an old row too */
         dl.headers = h;
         dl.nheaders = nh;
-        if (relay_fit_topic(r, dl.topic) < 0)
+        ret = relay_fit_topic(r, dl.topic);
+        if (ret == -EINPROGRESS)
+                return -EAGAIN;   /* its limit is being read: held back */
+        if (ret < 0)
                 return -ENOBUFS;  /* a retry or a stop, recorded: the row stays unconfirmed */
         ret = relay_produce(r, &dl, &e);
-        if (ret == -ENOBUFS)
-                return ret;  /* stopping or failed meanwhile: the row stays unconfirmed */
+        if (ret == -EAGAIN)
+                return ret;  /* librdkafka's queue is full: held back */
         /* --exactly-once: refused by a failed Kafka transaction, it is aborted and streamed again. */
         if (ret < 0 && relay_eos_produce_failed(r, &e) < 0)
                 return -ECANCELED;
@@ -224,7 +227,8 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
         keep_nack(r, rep);
 }
 
-static void handle_nack(struct relay *r, const struct relay_nack *n)
+/* Returns 0, or -EAGAIN when its dead-letter copy is held back (offered again at the next turn). */
+static int handle_nack(struct relay *r, struct relay_nack *n)
 {
         char work_id[256], lsn[32], xid[16], source[1024], table[512], reason[1024], size[512];
         const struct producer_msg *m = &n->msg;
@@ -234,7 +238,8 @@ static void handle_nack(struct relay *r, const struct relay_nack *n)
         producer_header_value(m, "ce_pgxid", xid, sizeof(xid));
         producer_header_value(m, "ce_source", source, sizeof(source));
         ce_table_of_source(source, table, sizeof(table));
-        r->stats.c.row_errors++;
+        if (!n->noted)
+                r->stats.c.row_errors++;
         snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)",
                  m->topic, n->error.code == PRODUCER_ERR_MSG_SIZE_TOO_LARGE &&
                  relay_too_large_alone(r, m, size, sizeof(size)) ? size : n->error.text, n->error.name);
@@ -243,10 +248,12 @@ static void handle_nack(struct relay *r, const struct relay_nack *n)
              strcmp(lsn, lsn_format(r->conf->dead_letter_transaction, (char[LSN_STRLEN]){0})) == 0)) {
                 struct producer_msg dl = *m;
 
-                log_warning("dead-lettering work ID \"%s\" of %s (transaction %s ending at LSN %s): %s",
-                            work_id, table, xid, lsn, reason);
-                relay_dead_letter(r, &dl, m->topic, n->error.name, reason, work_id, lsn);
-                return;
+                if (!n->noted)
+                        log_warning("dead-lettering work ID \"%s\" of %s (transaction %s ending at LSN %s): %s",
+                                    work_id, table, xid, lsn, reason);
+                n->noted = true;
+                return relay_dead_letter(r, &dl, m->topic, n->error.name, reason, work_id, lsn) == -EAGAIN ?
+                       -EAGAIN : 0;
         }
         relay_fail(r, RELAY_EXIT_DATA, "cannot publish the row with work ID \"%s\" of %s (transaction %s "
                    "ending at LSN %s): %s. Nothing from this transaction on is confirmed. %s and "
@@ -256,20 +263,57 @@ static void handle_nack(struct relay *r, const struct relay_nack *n)
                    "transaction)",
                    work_id, table, xid, lsn, reason, producer_fix(n->error.code) ?
                    producer_fix(n->error.code) : "Fix the topic or its limits", lsn, lsn);
+        return 0;
+}
+
+/*
+ * Put @batch's entries from @from on back in front of what came meanwhile
+ * (r->nacks), in order, for the next turn. Recorded when out of memory.
+ */
+static void keep_back(struct relay *r, struct relay_nacks *batch, size_t from)
+{
+        size_t left = batch->n - from, n = left + r->nacks.n;
+        struct relay_nack *v = batch->v;
+
+        if (n > batch->cap && !(v = realloc(batch->v, n * sizeof(*v)))) {
+                for (size_t i = from; i < batch->n; i++)
+                        free_nack(&batch->v[i]);
+                free(batch->v);
+                relay_fail(r, RELAY_EXIT_RETRY, "out of memory keeping failed delivery reports");
+                return;
+        }
+        memmove(v, v + from, left * sizeof(*v));
+        if (r->nacks.n)
+                memcpy(v + left, r->nacks.v, r->nacks.n * sizeof(*v));
+        free(r->nacks.v);
+        r->nacks = (struct relay_nacks){.v = v, .n = n, .cap = n > batch->cap ? n : batch->cap};
 }
 
 void relay_handle_nacks(struct relay *r)
 {
-        /* Taken out first: handling one may wait, and the wait may collect new ones. */
+        /*
+         * Taken out first: handling one may serve delivery reports (an abort
+         * keeps Kafka answered), which collect new ones. One whose dead-letter
+         * copy is held back waits, with the rest after it, for the next turn.
+         */
         while (r->nacks.n > 0 && !r->failure) {
                 struct relay_nacks batch = r->nacks;
+                size_t i = 0;
 
                 r->nacks = (struct relay_nacks){0};
-                for (size_t i = 0; i < batch.n; i++) {
-                        if (!r->failure)
-                                handle_nack(r, &batch.v[i]);
+                for (; i < batch.n && !r->failure; i++) {
+                        if (handle_nack(r, &batch.v[i]) == -EAGAIN) {
+                                r->held_back = false;  /* a report, not the stream's record */
+                                break;
+                        }
                         free_nack(&batch.v[i]);
                 }
+                if (i < batch.n && !r->failure) {
+                        keep_back(r, &batch, i);
+                        return;
+                }
+                for (; i < batch.n; i++)
+                        free_nack(&batch.v[i]);
                 if (r->nacks.v) {
                         /* New ones came meanwhile: keep the larger array for them. */
                         free(batch.v);

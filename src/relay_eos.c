@@ -35,7 +35,7 @@
  * server and reading what it sends into the staging queue (relay.c), which
  * is handled in order once the commit has ended; no record is produced
  * meanwhile (librdkafka refuses to). A record that must wait for a commit
- * it began itself (a probe: struct relay_eos) is offered again (x->deferred).
+ * it began itself (a probe: struct relay_eos) is offered again (r->held_back).
  *
  * Thread model: rd_kafka_commit_transaction() blocks and serves delivery
  * reports on its caller's thread. The relay calls it only once every record
@@ -93,7 +93,7 @@ int relay_eos_init(struct relay *r)
                           r->eos.timeout_ms / 2;
         r->eos.failed = false;
         r->eos.ending = RELAY_EOS_END_NONE;
-        r->eos.deferred = false;
+        r->held_back = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
         if (ret == 0)
                 return 0;
@@ -162,7 +162,7 @@ int relay_eos_before_record(struct relay *r, const char *topic, const char *work
                 return 0;
         /* A commit or abort in flight: nothing goes into a transaction before it ends. */
         if (relay_eos_busy(r)) {
-                x->deferred = true;
+                r->held_back = true;
                 return -EAGAIN;
         }
         if (x->probing && !probed(x, topic)) {
@@ -174,7 +174,7 @@ int relay_eos_before_record(struct relay *r, const char *topic, const char *work
                 if (x->open && x->messages > 0 && split(r) < 0)
                         return -EIO;
                 if (relay_eos_busy(r)) {
-                        x->deferred = true;
+                        r->held_back = true;
                         return -EAGAIN;
                 }
                 x->probe_open = true;
@@ -306,8 +306,11 @@ static int abort_open(struct relay *r)
                 ret = producer_abort_transaction(r->prod, CALL_MS, &e);
                 if (ret != -EAGAIN || relay_mono_ms() > deadline)
                         break;
-                /* The one wait when the loop called this (end_session(), recover()); not inside a step. */
-                if (x->stepping)
+                /*
+                 * The one wait when the loop called this (end_session(), recover());
+                 * not inside a turn or a step (a refused produce, a commit's step).
+                 */
+                if (r->handling)
                         relay_keep_answered(r);
                 else
                         relay_wait(r, 0, 0);
@@ -684,14 +687,16 @@ static int abort_step(struct relay *r)
 int relay_eos_step(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
+        bool handling;
         int ret;
 
         if (!relay_eos_on(r) || x->ending == RELAY_EOS_END_NONE)
                 return 0;
-        assert(!x->stepping);
-        x->stepping = true;
+        /* A step never waits in relay_wait() (asserted there), whoever calls it. */
+        handling = r->handling;
+        r->handling = true;
         ret = x->ending == RELAY_EOS_END_COMMIT ? commit_step(r) : abort_step(r);
-        x->stepping = false;
+        r->handling = handling;
         return ret;
 }
 

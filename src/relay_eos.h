@@ -91,8 +91,6 @@ struct relay_eos {
         int64_t end_checked_ms, end_reported_ms;        /* when the slot check and the reports were in */
         bool end_ckpt_produced;       /* the checkpoint record is in the transaction */
         bool end_called;              /* EndTxn was asked for: it can no longer be aborted */
-        bool stepping;                /* inside relay_eos_step(): relay_wait() must not be called */
-        bool deferred;                /* the record just offered must be offered again after the end */
         struct producer_error end_error;  /* the refused produce that began an abort */
 };
 
@@ -112,7 +110,7 @@ int relay_eos_init(struct relay *r);
  * when the session probes and @topic has not been probed yet (what was
  * open is committed first). 0; -EAGAIN while a commit or abort is in flight
  * (relay_eos_busy(), which a probe's commit of what was open begins): the
- * caller undoes what it did for the record and leaves it, and x->deferred
+ * caller undoes what it did for the record and leaves it, and r->held_back
  * tells the reader to offer its message again once the commit has ended;
  * or -EIO (recorded).
  */

@@ -128,87 +128,53 @@ bool relay_too_large_alone(const struct relay *r, const struct producer_msg *m, 
 }
 
 /*
- * While streaming: the question asked without waiting, its answer awaited in
- * the one wait, so that HTTP (health probes), Kafka and the server are
- * served meanwhile; the stream is not read until it comes. Returns as
- * producer_topic_max_bytes(), or -ECANCELED on a stop or failure meanwhile.
+ * While streaming: ask for @e's limit without waiting. The record that needs
+ * it is held back, and the stream not read (relay_limit_asking()), until
+ * relay_limit_serve() has the answer or gives up; the one wait serves HTTP
+ * (health probes), Kafka and the server meanwhile. No longer than a status
+ * interval: a broker that does not answer (frozen, far away) must not hold
+ * up a row's transaction for long. A limit not read in time is left to a
+ * refusal, like one the relay may not read.
  */
-static int ask_while_streaming(struct relay *r, const char *topic, int ms, int64_t *ret_bytes, char *err,
-                               size_t errlen)
+static void ask(struct relay *r, const struct relay_topic_limit *e)
 {
+        struct relay_limits *l = &r->limits;
+        int ms = l->read_ms ? l->read_ms : RELAY_LIMIT_READ_MS;
+
+        if (r->fb.interval_ms > 0 && r->fb.interval_ms < ms)
+                ms = (int)r->fb.interval_ms;
+        producer_topic_max_bytes_ask(r->prod, e->name, ms);
+        snprintf(l->asking, sizeof(l->asking), "%s", e->name);
+        l->ask_ms = ms;
         /* librdkafka times the request out itself; this is the guard behind it. */
-        int64_t deadline = relay_mono_ms() + ms + 1000;
-        int failure = r->failure, ret;
-
-        producer_topic_max_bytes_ask(r->prod, topic, ms);
-        while ((ret = producer_topic_max_bytes_answer(r->prod, ret_bytes, err, errlen)) == -EAGAIN) {
-                int64_t left = deadline - relay_mono_ms();
-
-                if (*r->stop || r->failure != failure || !r->streaming) {
-                        ret = -ECANCELED;
-                        break;
-                }
-                if (left <= 0) {
-                        snprintf(err, errlen, "no answer to DescribeConfigs within %d ms", ms);
-                        ret = -EIO;
-                        break;
-                }
-                if (relay_wait(r, (int)left, 0) < 0) {
-                        ret = -ECANCELED;
-                        break;
-                }
-        }
-        if (ret == -EAGAIN || ret == -ECANCELED || ret == -EIO)
-                producer_topic_max_bytes_forget(r->prod);
-        if (ret == -ECANCELED)
-                snprintf(err, errlen, "the relay stopped or failed while reading it");
-        return ret;
+        l->ask_deadline_ms = relay_mono_ms() + ms + 1000;
 }
 
 /*
- * One DescribeConfigs for @e with r->prod. Returns 0 with e->max_bytes set,
- * -ECANCELED (stop or failure meanwhile), or the error of
- * producer_topic_max_bytes() with the reason in @err.
+ * One DescribeConfigs for @e with r->prod, blocking (not streaming). Returns
+ * 0 with e->max_bytes set, or the error of producer_topic_max_bytes() with
+ * the reason in @err.
  */
 static int read_one(struct relay *r, struct relay_topic_limit *e, char *err, size_t errlen)
 {
         int64_t bytes = 0;
         int ms = r->limits.read_ms ? r->limits.read_ms : RELAY_LIMIT_READ_MS;
-        int ret;
+        int ret = producer_topic_max_bytes(r->prod, e->name, ms, &bytes, err, errlen);
 
-        /*
-         * While streaming, no longer than a status interval: the stream is not
-         * read meanwhile, and a broker that does not answer (frozen, far away)
-         * must not hold up a row's transaction for long. A limit not read in
-         * time is left to a refusal, like one the relay may not read.
-         */
-        if (r->streaming && r->fb.interval_ms > 0 && r->fb.interval_ms < ms)
-                ms = (int)r->fb.interval_ms;
-        if (r->streaming)
-                ret = ask_while_streaming(r, e->name, ms, &bytes, err, errlen);
-        else
-                ret = producer_topic_max_bytes(r->prod, e->name, ms, &bytes, err, errlen);
-        if (ret == -ECANCELED)
-                return ret;
         e->read = true;
         if (ret == 0)
                 e->max_bytes = bytes;
         return ret;
 }
 
-int relay_fit_topic(struct relay *r, const char *topic)
+/*
+ * @e's limit was read (@ret: 0, or the error with the reason in @err): fit
+ * its batches. Returns as relay_fit_topic().
+ */
+static int fit_read(struct relay *r, struct relay_topic_limit *e, int ret, const char *err)
 {
-        struct relay_topic_limit *e = find(r, topic);
-        char err[ERRLEN];
-        int ret;
+        const char *topic = e->name;
 
-        if (e && e->read)
-                return 0;
-        if (!(e = entry(r, topic, false)))
-                return r->failure ? -ECANCELED : 0;
-        ret = read_one(r, e, err, sizeof(err));
-        if (ret == -ECANCELED)
-                return r->failure ? -ECANCELED : 0;
         if (ret == -ESRCH) {
                 log_debug("topic \"%s\" does not exist yet: the broker's default limit applies", topic);
                 return 0;
@@ -227,11 +193,13 @@ int relay_fit_topic(struct relay *r, const char *topic)
         if (e->max_bytes >= producer_topic_batch_bytes(r->prod, topic))
                 return 0;
         if (!relay_eos_on(r)) {
-                ret = producer_fit_topic(r->prod, topic, e->max_bytes, err, sizeof(err));
+                char why[ERRLEN];
+
+                ret = producer_fit_topic(r->prod, topic, e->max_bytes, why, sizeof(why));
                 if (ret < 0) {
                         relay_fail(r, RELAY_EXIT_ENVIRONMENT, "cannot send the records of topic \"%s\" in "
                                    "batches of at most its max.message.bytes, %" PRId64 " bytes: %s; set "
-                                   "-X batch.size at or below it", topic, e->max_bytes, err);
+                                   "-X batch.size at or below it", topic, e->max_bytes, why);
                         return -ECANCELED;
                 }
                 log_info("topic \"%s\": max.message.bytes is %" PRId64 " bytes, below the producer's batch "
@@ -249,6 +217,70 @@ int relay_fit_topic(struct relay *r, const char *topic)
         if (!r->failure)
                 r->failure = RELAY_EXIT_RETRY;
         return -EAGAIN;
+}
+
+int relay_fit_topic(struct relay *r, const char *topic)
+{
+        struct relay_topic_limit *e = find(r, topic);
+        char err[ERRLEN];
+        int ret;
+
+        if (e && e->read)
+                return 0;
+        if (!(e = entry(r, topic, false)))
+                return r->failure ? -ECANCELED : 0;
+        if (r->streaming) {
+                /* One question at a time: another topic's answer first. */
+                if (!r->limits.asking[0])
+                        ask(r, e);
+                r->held_back = true;
+                return -EINPROGRESS;
+        }
+        ret = read_one(r, e, err, sizeof(err));
+        return fit_read(r, e, ret, err);
+}
+
+bool relay_limit_asking(const struct relay *r)
+{
+        return r->limits.asking[0] != '\0';
+}
+
+void relay_limit_serve(struct relay *r)
+{
+        struct relay_limits *l = &r->limits;
+        struct relay_topic_limit *e;
+        char err[ERRLEN] = "";
+        int64_t bytes = 0;
+        int ret;
+
+        if (!l->asking[0])
+                return;
+        if (!r->prod) {
+                l->asking[0] = '\0';
+                return;
+        }
+        ret = producer_topic_max_bytes_answer(r->prod, &bytes, err, sizeof(err));
+        if (ret == -EAGAIN && r->streaming && !r->failure && !*r->stop &&
+            relay_mono_ms() < l->ask_deadline_ms)
+                return;
+        if (ret == -EAGAIN || ret == -ENOENT) {
+                producer_topic_max_bytes_forget(r->prod);
+                /* The session ended meanwhile: the next one asks again. */
+                if (!r->streaming || r->failure || *r->stop || ret == -ENOENT) {
+                        l->asking[0] = '\0';
+                        return;
+                }
+                snprintf(err, sizeof(err), "no answer to DescribeConfigs within %d ms", l->ask_ms);
+                ret = -EIO;
+        }
+        e = find(r, l->asking);
+        l->asking[0] = '\0';
+        if (!e)
+                return;
+        e->read = true;
+        if (ret == 0)
+                e->max_bytes = bytes;
+        fit_read(r, e, ret, err);
 }
 
 void relay_refused_batch(struct relay *r, const struct producer_msg *m)

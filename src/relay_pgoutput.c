@@ -173,10 +173,11 @@ bool relay_pgo_drain(struct relay *r)
                         relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
                         return false;
                 }
+                r->held_back = false;
                 relay_handle_record(r, &rec, ev.lsn);
-                if (r->eos.deferred) {
+                if (r->held_back) {
                         /* Held back for the commit its probe began: handed out again after it. */
-                        r->eos.deferred = false;
+                        r->held_back = false;
                         pgo_unget(r->pgo.dec, &ev);
                         return true;
                 }

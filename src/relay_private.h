@@ -72,6 +72,7 @@ struct relay_txn {
         char lsn_text[LSN_STRLEN]; /* end_lsn as pg_lsn text: ce_pglsn */
         char xid_text[16];         /* ce_pgxid */
         char time_text[64];        /* ce_time, RFC 3339 */
+        uint64_t noted_lsn;        /* the row whose dead-lettering was logged and counted, then held back */
 };
 
 /* What the server was told, and when to tell it again. */
@@ -131,6 +132,9 @@ struct relay_limits {
         bool refit;                /* a refused batch was reported since the producer was made */
         bool unreadable_logged;    /* a limit could not be read, and that was said */
         bool full_logged;          /* RELAY_TOPIC_LIMITS_MAX topics are known, and that was said */
+        char asking[256];          /* while streaming: the topic whose limit is asked for, "" if none */
+        int ask_ms;                /* its DescribeConfigs request timeout, ms */
+        int64_t ask_deadline_ms;   /* monotonic: given up after this */
 };
 
 #define RELAY_LIMIT_READ_MS 5000
@@ -152,6 +156,7 @@ struct relay_nack {
         struct producer_error error;
         struct producer_header *headers;
         char *buf;
+        bool noted;                /* its dead-lettering was logged and counted; the copy was held back */
 };
 
 struct relay_nacks {
@@ -258,6 +263,18 @@ struct relay {
         struct relay_eos eos;
         struct relay_stage stage;
 
+        /*
+         * The record just offered was not taken, and nothing was done for it:
+         * its message is offered again after the next turn of the loop (a
+         * wal2json line from the staging queue's head, a pgoutput event given
+         * back). Set by what cannot go on without waiting: a Kafka commit in
+         * flight (relay_eos.c), librdkafka's full queue (relay_produce()), a
+         * topic's limit being read (relay_fit_topic()). The reader clears it.
+         */
+        bool held_back;
+        bool kafka_full;           /* librdkafka's queue was full: nothing offered until the next wait */
+        bool handling;             /* a turn handles what came, or relay_wait() serves: it must not be called */
+
         int failure;               /* enum relay_exit of the first failure, 0 if none */
         int pg_session_code;       /* how the last session ended (relay.c's SESSION_*) */
         bool producer_broken;      /* discard the producer before streaming again */
@@ -286,9 +303,12 @@ struct relay {
 int relay_wait(struct relay *r, int timeout_ms, unsigned flags);
 
 /*
- * relay_produce() - producer_send(@m), waiting with relay_wait() while
- * librdkafka's queue is full. Returns 0; -ENOBUFS if a stop or failure came
- * while waiting (nothing sent); -EIO with @ret_error as producer_send().
+ * relay_produce() - producer_send(@m), never waiting. Returns 0; -EAGAIN
+ * when librdkafka's queue is full (queue.buffering.max.messages or
+ * .kbytes): nothing was sent, r->held_back and r->kafka_full are set, and
+ * the caller undoes what it did and leaves the record to be offered again
+ * after the next wait (which serves delivery reports); -EIO with
+ * @ret_error as producer_send().
  */
 int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error);
 
@@ -300,7 +320,11 @@ int relay_produce(struct relay *r, const struct producer_msg *m, struct producer
  */
 void relay_keep_answered(struct relay *r);
 
-/* relay_backpressured() - true while the in-flight bounds (messages, bytes) are reached. */
+/*
+ * relay_backpressured() - true while the in-flight bounds (messages, bytes)
+ * are reached, librdkafka's queue was full at the last produce, or a
+ * topic's limit is being read: nothing more is offered until the next wait.
+ */
 bool relay_backpressured(const struct relay *r);
 
 /* relay_row.c: lines and rows */
@@ -380,7 +404,9 @@ void relay_drop_nacks(struct relay *r);
  * dead-letter topic under @m->ticket: @m's key, value and headers plus
  * outbox_relay_error (@reason), outbox_relay_error_code (@code) and
  * outbox_relay_topic (@topic, the intended one, or ""). @work_id and
- * @lsn_text name the row in errors. Returns 0; -ECANCELED when the open
+ * @lsn_text name the row in errors. Returns 0; -EAGAIN when it is held
+ * back (r->held_back: the dead-letter topic's limit is being read, or
+ * librdkafka's queue is full), nothing sent; -ECANCELED when the open
  * --exactly-once transaction had failed (relay_eos_produce_failed(): the loop
  * aborts it and streams again); or a negative errno after recording the
  * failure.
@@ -416,17 +442,35 @@ void relay_refused_batch(struct relay *r, const struct producer_msg *m);
 
 /*
  * relay_fit_topic() - before a record of @topic is produced. The first time:
- * read its limit (DescribeConfigs, blocking up to RELAY_LIMIT_READ_MS, and
- * while streaming no longer than the status interval, after a standby status
- * update; a topic that does not exist yet or a limit that
- * cannot be read is left to a refusal, said once) and, when it is below the
- * producer's batch for it, fit it: a lane of its own in the default mode;
- * under --exactly-once a retry (no error line), so that the open Kafka
- * transaction is aborted and a new producer fits every batch. Returns 0 to
- * produce; -EAGAIN (that retry) or -ECANCELED (a stop) after recording it:
- * produce nothing.
+ * read its limit (DescribeConfigs; before streaming blocking up to
+ * RELAY_LIMIT_READ_MS; while streaming asked without waiting, no longer
+ * than the status interval, and answered in relay_limit_serve(); a topic
+ * that does not exist yet or a limit that cannot be read is left to a
+ * refusal, said once) and, when it is below the producer's batch for it,
+ * fit it: a lane of its own in the default mode; under --exactly-once a
+ * retry (no error line), so that the open Kafka transaction is aborted and
+ * a new producer fits every batch. Returns 0 to produce; -EINPROGRESS while
+ * streaming when the limit is being read (r->held_back set: the caller
+ * undoes what it did, the record is offered again after the answer);
+ * -EAGAIN (that retry) or -ECANCELED (a stop) after recording it: produce
+ * nothing.
  */
 int relay_fit_topic(struct relay *r, const char *topic);
+
+/*
+ * relay_limit_asking() - a topic's limit is being read while streaming:
+ * nothing more is offered until relay_limit_serve() has the answer.
+ */
+bool relay_limit_asking(const struct relay *r);
+
+/*
+ * relay_limit_serve() - in relay_wait(), after Kafka was polled: take the
+ * answer to the question relay_fit_topic() asked and fit the topic, or give
+ * up on it past its deadline (the limit is then left to a refusal, said
+ * once) or when the session or producer it was asked with has ended (the
+ * next one asks again). Never blocks.
+ */
+void relay_limit_serve(struct relay *r);
 
 /* relay_know_topic() - @topic is known at start: read its limit before streaming. */
 void relay_know_topic(struct relay *r, const char *topic);

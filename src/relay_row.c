@@ -104,10 +104,15 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                                 r->stats.c.row_errors++;
                         return;
                 }
-                r->stats.c.row_errors++;
-                log_warning("dead-lettering %s at LSN %s (transaction %u ending at LSN %s): %s", what,
-                            lsn_format(rec->lsn, a), r->txn.xid, r->txn.lsn_text, reason);
-                if (relay_dead_letter(r, &m, topic, code, reason, id, r->txn.lsn_text) < 0) {
+                /* Said once: a copy held back (librdkafka's queue full) is offered again. */
+                if (r->txn.noted_lsn != rec->lsn || rec->lsn == LSN_INVALID) {
+                        r->stats.c.row_errors++;
+                        log_warning("dead-lettering %s at LSN %s (transaction %u ending at LSN %s): %s", what,
+                                    lsn_format(rec->lsn, a), r->txn.xid, r->txn.lsn_text, reason);
+                }
+                ret = relay_dead_letter(r, &m, topic, code, reason, id, r->txn.lsn_text);
+                r->txn.noted_lsn = ret == -EAGAIN ? rec->lsn : LSN_INVALID;
+                if (ret < 0) {
                         ledger_cancel_message(r->ledger, ticket);
                         return;
                 }
@@ -162,7 +167,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                         return;
                 }
         }
-        /* Its topic's limit read and its batches fitted before its first record. */
+        /* Its topic's limit read and its batches fitted before its first record (or held back). */
         if (relay_fit_topic(r, row.topic) < 0)
                 return;
         /* Larger than the topic's limit alone in a batch: no batching can carry it. */
@@ -187,8 +192,8 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         ret = relay_produce(r, &m, &e);
         if (ret < 0) {
                 ledger_cancel_message(r->ledger, ticket);
-                if (ret == -ENOBUFS)
-                        return;  /* stopping or failed meanwhile: the row stays unconfirmed */
+                if (ret == -EAGAIN)
+                        return;  /* librdkafka's queue is full: held back, offered again */
                 if (relay_eos_produce_failed(r, &e) < 0)
                         return;  /* the Kafka transaction had failed: aborted, streaming again */
                 if (e.fault == PRODUCER_FAULT_RECORD) {

@@ -127,7 +127,7 @@ int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mo
 }
 
 /* Produce a checkpoint of @lsn. Returns 0, -ENOBUFS (queue full: later), or -EIO (recorded). */
-static int send_checkpoint(struct relay *r, uint64_t lsn, bool wait_queue)
+static int send_checkpoint(struct relay *r, uint64_t lsn)
 {
         struct relay_watch *w = &r->watch;
         struct checkpoint c = {.lsn = lsn};
@@ -149,7 +149,7 @@ static int send_checkpoint(struct relay *r, uint64_t lsn, bool wait_queue)
                 .ticket = TICKET_CHECKPOINT | ++w->ckpt_seq,
                 .first_partition = true,
         };
-        ret = wait_queue ? relay_produce(r, &m, &e) : producer_send(r->prod, &m, &e);
+        ret = producer_send(r->prod, &m, &e);
         if (ret == -ENOBUFS)
                 return ret;
         if (ret < 0) {
@@ -287,9 +287,17 @@ static int checkpoint_now(struct relay *r, uint64_t lsn)
 {
         struct relay_watch *w = &r->watch;
         int64_t deadline = relay_mono_ms() + CHECKPOINT_ACK_MS;
+        int ret;
 
-        if (send_checkpoint(r, lsn, true) < 0)
+        while ((ret = send_checkpoint(r, lsn)) == -ENOBUFS && !r->failure && !*r->stop &&
+               relay_mono_ms() < deadline)
+                relay_wait(r, 100, 0);
+        if (ret < 0) {
+                if (ret == -ENOBUFS && !r->failure && !*r->stop)
+                        relay_fail(r, RELAY_EXIT_RETRY, "librdkafka's queue stayed full for %d s: cannot "
+                                   "write the checkpoint record", CHECKPOINT_ACK_MS / 1000);
                 return -EIO;
+        }
         while (w->ckpt_inflight && !r->failure && !*r->stop && relay_mono_ms() < deadline)
                 relay_wait(r, 100, 0);
         if (r->failure || *r->stop)
@@ -874,7 +882,7 @@ static void maybe_checkpoint(struct relay *r)
         }
         if (relay_mono_ms() - w->ckpt_sent_ms < STATUS_MIN_GAP_MS && relay_status_due_ms(r) > 0)
                 return;
-        send_checkpoint(r, target, false);
+        send_checkpoint(r, target);
 }
 
 /*

@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <stdlib.h>
@@ -776,13 +778,13 @@ static void test_eos_commit_in_flight_holds_records_back(void)
         CHECK(w.r.watch.ckpt_acked == 0);
         /* the next row is held back, and says so */
         CHECK_INT(relay_eos_before_record(&w.r, TOPIC, "held-2", 6, 0x20, false), -EAGAIN);
-        CHECK(w.r.eos.deferred);
-        w.r.eos.deferred = false;
+        CHECK(w.r.held_back);
+        w.r.held_back = false;
         CHECK_INT(end_eos(&w), 0);
         CHECK_INT(w.r.eos.stats_committed, 1);
         CHECK(w.r.watch.ckpt_acked == 0x10);
         CHECK_INT(relay_eos_before_record(&w.r, TOPIC, "held-2", 6, 0x20, false), 0);
-        CHECK(!w.r.eos.deferred);
+        CHECK(!w.r.held_back);
         world_close(&w);
 }
 
@@ -811,10 +813,10 @@ static void test_eos_probe_waits_for_the_commit_of_what_was_open(void)
         CHECK(!w.r.eos.probe_open);
         CHECK(w.r.eos.open);
         CHECK_INT(relay_eos_before_record(&w.r, DEAD, "probe-3", 7, 0x10, false), -EAGAIN);
-        CHECK(w.r.eos.deferred);
+        CHECK(w.r.held_back);
         CHECK(relay_eos_busy(&w.r));                   /* what was open, being committed */
         CHECK(!w.r.eos.probe_open);
-        w.r.eos.deferred = false;
+        w.r.held_back = false;
         CHECK_INT(end_eos(&w), 0);
         CHECK_INT(w.r.eos.stats_committed, 2);
         CHECK_INT(relay_eos_before_record(&w.r, DEAD, "probe-3", 7, 0x10, false), 0);
@@ -889,7 +891,7 @@ static void test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_le
         /* refused by the producer at once: the row goes to its dead-letter copy */
         CHECK_INT(relay_eos_before_record(&w.r, DEAD, "big-6", 5, 0x10, true), 0);
         CHECK(!relay_eos_busy(&w.r));
-        CHECK(!w.r.eos.deferred);
+        CHECK(!w.r.held_back);
         CHECK_STR(w.r.eos.probe_topic, DEAD);
         CHECK(w.r.eos.probe_dead_letter);
         produce_eos_record(&w, DEAD, "big-6");
@@ -939,6 +941,161 @@ static void test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts(voi
         world_close(&w);
 }
 
+/* Make the world's producer anew with room for @n messages (queue.buffering.max.messages). */
+static void requeue(struct world *w, int n)
+{
+        char err[512];
+
+        w->r.prod = producer_free(w->r.prod);
+        w->r.prod_opts.queue_messages = n;
+        CHECK(producer_new(&w->r.prod_opts, relay_on_delivery, relay_on_kafka_event, &w->r, &w->r.prod, err,
+                           sizeof(err)) == 0);
+}
+
+/*
+ * librdkafka's queue full: relay_produce() does not wait (no turn of the
+ * loop waits in relay_wait()). The record is held back, nothing sent, and
+ * the stream is not read (backpressure) until the next wait has served
+ * delivery reports; then the same record goes.
+ */
+static void test_full_queue_holds_the_record_back(void)
+{
+        struct world w;
+        struct producer_error e;
+        struct producer_msg m = {.topic = TOPIC, .key = "b", .key_len = 1, .value = "v", .value_len = 1};
+        int ret = -EAGAIN;
+
+        world_open(&w, "--on-error=stop", "5000");
+        requeue(&w, 1);
+        rd_kafka_mock_broker_set_rtt(w.mc, 1, 300);
+        produce_row(&w, TOPIC, "queued-1", 10, 0x10);
+        CHECK(ledger_begin(w.r.ledger, 0x20, 0) == 0);
+        CHECK(ledger_add_message(w.r.ledger, &m.ticket) == 0);
+        CHECK_INT(relay_produce(&w.r, &m, &e), -EAGAIN);
+        CHECK(w.r.held_back);
+        CHECK(w.r.kafka_full);
+        CHECK(relay_backpressured(&w.r));
+        CHECK_INT(w.r.stats.c.acked, 0);
+        w.r.held_back = false;
+        for (int i = 0; i < 300 && ret == -EAGAIN; i++) {
+                relay_wait(&w.r, 10, 0);
+                CHECK(!w.r.kafka_full);               /* served: tried again */
+                w.r.held_back = false;
+                ret = relay_produce(&w.r, &m, &e);
+        }
+        CHECK_INT(ret, 0);
+        CHECK(ledger_commit(w.r.ledger, 0x20) == 0);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.stats.c.acked, 2);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0x20);
+        world_close(&w);
+}
+
+/*
+ * A failed report whose dead-letter copy meets a full queue: the report is
+ * kept for the next turn (nothing waits), logged and counted once, and the
+ * copy goes once when there is room. The held-back flag is the stream's:
+ * a report leaves it clear.
+ */
+static void test_dead_letter_copy_held_back_by_a_full_queue_goes_once(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=dead-letter", "5000");
+        requeue(&w, 1);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 1, RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP);
+        produce_row(&w, TOPIC, "old-2", 100, 0x10);
+        for (int i = 0; i < 500 && w.r.nacks.n == 0; i++)
+                relay_wait(&w.r, 10, 0);
+        CHECK_INT(w.r.nacks.n, 1);
+        /* the queue full again: a row in flight, slowly */
+        rd_kafka_mock_broker_set_rtt(w.mc, 1, 400);
+        produce_row(&w, TOPIC, "slow-1", 10, 0x20);
+        relay_handle_nacks(&w.r);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.nacks.n, 1);                     /* kept for the next turn */
+        CHECK(!w.r.held_back);
+        CHECK_INT(w.r.stats.c.row_errors, 1);
+        CHECK_INT(w.r.stats.c.dead_lettered, 0);
+        settle(&w);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.nacks.n, 0);
+        CHECK_INT(w.r.stats.c.row_errors, 1);          /* counted once */
+        CHECK_INT(w.r.stats.c.dead_lettered, 1);
+        CHECK_INT(metrics_labels_get(w.r.stats.topics, DEAD), 1);
+        CHECK_INT(ledger_outstanding(w.r.ledger), 0);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0x20);
+        world_close(&w);
+}
+
+/*
+ * While streaming, a topic's limit is asked for without waiting: the
+ * record is held back and nothing more is offered (backpressure) until the
+ * answer, or none by its deadline (the mock cluster does not answer
+ * DescribeConfigs); then the record goes, and the topic is not asked
+ * again. One question at a time; one asked in a session that ended is
+ * dropped unread, for the next session to ask.
+ */
+static void test_limit_read_while_streaming_holds_the_record_back(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=stop", "5000");
+        w.r.streaming = true;   /* no replication connection: relay_wait() is not called here */
+        CHECK_INT(relay_fit_topic(&w.r, "fresh"), -EINPROGRESS);
+        CHECK(w.r.held_back);
+        CHECK(relay_limit_asking(&w.r));
+        CHECK(relay_backpressured(&w.r));
+        w.r.held_back = false;
+        CHECK_INT(relay_fit_topic(&w.r, "other"), -EINPROGRESS);
+        CHECK_STR(w.r.limits.asking, "fresh");
+        for (int i = 0; i < 400 && relay_limit_asking(&w.r); i++) {
+                usleep(10000);
+                producer_poll(w.r.prod);
+                relay_limit_serve(&w.r);
+        }
+        CHECK(!relay_limit_asking(&w.r));
+        CHECK(limit_of(&w, "fresh") && limit_of(&w, "fresh")->read);
+        CHECK(!relay_backpressured(&w.r));
+        w.r.held_back = false;
+        CHECK_INT(relay_fit_topic(&w.r, "fresh"), 0);
+        CHECK(!w.r.held_back);
+        CHECK_INT(relay_fit_topic(&w.r, "other"), -EINPROGRESS);
+        CHECK_STR(w.r.limits.asking, "other");
+        w.r.streaming = false;  /* the session ends */
+        relay_limit_serve(&w.r);
+        CHECK(!relay_limit_asking(&w.r));
+        CHECK(!limit_of(&w, "other")->read);
+        CHECK_INT(w.r.failure, 0);
+        world_close(&w);
+}
+
+#ifndef NDEBUG
+/* Nothing that handles what came waits in the one wait: relay_wait() there is a bug, and aborts. */
+static void test_wait_inside_a_turn_aborts(void)
+{
+        struct world w;
+        int status = 0;
+        pid_t pid;
+
+        world_open(&w, "--on-error=stop", "5000");
+        pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+                signal(SIGABRT, SIG_DFL);
+                CHECK_INT(dup2(open("/dev/null", O_WRONLY), 2), 2);
+                w.r.handling = true;
+                relay_wait(&w.r, 0, 0);
+                _exit(0);
+        }
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+        relay_wait(&w.r, 0, 0);  /* at the top: fine */
+        world_close(&w);
+}
+#endif
+
 int main(void)
 {
         test_classification();
@@ -964,5 +1121,11 @@ int main(void)
         test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
         test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_letter_copy();
         test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts();
+        test_full_queue_holds_the_record_back();
+        test_dead_letter_copy_held_back_by_a_full_queue_goes_once();
+        test_limit_read_while_streaming_holds_the_record_back();
+#ifndef NDEBUG
+        test_wait_inside_a_turn_aborts();
+#endif
         return check_summary();
 }
