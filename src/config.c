@@ -202,13 +202,13 @@ static const struct opt_def opt_defs[] = {
          0, NULL},
         {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "8388608", 1024, INT64_C(1) << 32,
          "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0, NULL},
-        {"kafka-transaction-time", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
+        {"kafka-commit-interval", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
          "--exactly-once: commit a Kafka transaction at most this long after it began, at a commit", 0,
          "Sooner when Kafka has acknowledged every record in it and no row is waiting to be read "
-         "(unless --kafka-transaction-fixed-time); 5 times as long (at most 1 s) while draining a "
+         "(unless --kafka-commit-fixed-interval); 5 times as long (at most 1 s) while draining a "
          "backlog."},
-        {"kafka-transaction-fixed-time", 0, OPT_FLAG, OFF(txn_fixed_time), NULL, 0, 0, NULL,
-         "--exactly-once: commit only at --kafka-transaction-time, never once acknowledged", 0,
+        {"kafka-commit-fixed-interval", 0, OPT_FLAG, OFF(txn_fixed_time), NULL, 0, 0, NULL,
+         "--exactly-once: commit only at --kafka-commit-interval, never once acknowledged", 0,
          "Fewer, larger Kafka transactions on a quiet stream, each row visible later."},
         {"checkpoint-topic", 0, OPT_TOPIC, OFF(checkpoint_topic), "outbox-relay.checkpoints", 0, 0,
          "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0,
@@ -960,6 +960,29 @@ static int apply(struct parse *p, const struct opt_def *o, const char *arg)
         return -EINVAL;
 }
 
+/*
+ * Options renamed since an earlier release: the old name, on the command
+ * line, in a file or as a variable, is refused with the new one (a setting
+ * that was meant must not be dropped, nor taken for a librdkafka property).
+ */
+static const struct {
+        const char *old, *now;
+} renamed[] = {
+        {"kafka-transaction-time", "kafka-commit-interval"},
+        {"kafka-transaction-fixed-time", "kafka-commit-fixed-interval"},
+};
+
+/* The new name of option @name (@len bytes; "" for NUL-terminated), or NULL. */
+static const char *renamed_to(const char *name, size_t len)
+{
+        if (!len)
+                len = strlen(name);
+        for (size_t i = 0; i < sizeof(renamed) / sizeof(renamed[0]); i++)
+                if (strlen(renamed[i].old) == len && strncmp(renamed[i].old, name, len) == 0)
+                        return renamed[i].now;
+        return NULL;
+}
+
 static const struct opt_def *find_opt(const char *name)
 {
         for (size_t i = 0; i < N_OPTS; i++)
@@ -1144,6 +1167,23 @@ static bool env_is(const char *e, const char *name)
 }
 
 /* Is @var (without _FILE) the variable of one of the relay's own options? */
+/* The new variable of a renamed option whose old variable is @var (into @buf, @size bytes), or NULL. */
+static const char *renamed_variable(const char *var, char *buf, size_t size)
+{
+        for (size_t i = 0; i < sizeof(renamed) / sizeof(renamed[0]); i++) {
+                char old[128];
+                struct opt_def o = {.name = renamed[i].old};
+
+                env_name(&o, old, sizeof(old));
+                if (strcmp(var, old) == 0) {
+                        o.name = renamed[i].now;
+                        env_name(&o, buf, size);
+                        return buf;
+                }
+        }
+        return NULL;
+}
+
 static bool option_variable(const char *var)
 {
         for (size_t i = 0; i < N_OPTS; i++) {
@@ -1163,7 +1203,7 @@ static bool option_variable(const char *var)
  * property in lower case, '.' written as '_' and '_' as "__" (so
  * OUTBOX_RELAY_KAFKA_SASL_PASSWORD is sasl.password), as Confluent's Kafka
  * images map KAFKA_* variables. The variables of the relay's own
- * --kafka-* options (OUTBOX_RELAY_KAFKA_TRANSACTION_TIME) are theirs, not
+ * --kafka-* options (OUTBOX_RELAY_KAFKA_COMMIT_INTERVAL) are theirs, not
  * librdkafka's.
  */
 static int env_kafka(struct parse *p)
@@ -1190,6 +1230,10 @@ static int env_kafka(struct parse *p)
                 }
                 if (option_variable(var))
                         continue;
+                if (renamed_variable(var, prop, sizeof(prop))) {
+                        set_err(p->err, p->errlen, "%s is now called %s: rename it", var, prop);
+                        return -EINVAL;
+                }
                 if (strcmp(var, ENV_KAFKA_PREFIX "PROPERTY") == 0) {
                         set_err(p->err, p->errlen, "%s is not used: set each librdkafka property in "
                                 "its own variable, e.g. " ENV_KAFKA_PREFIX "LINGER_MS=5 for linger.ms",
@@ -1330,6 +1374,9 @@ static int file_setting(void *user, const char *section, const char *name, const
                 if (o)
                         set_err(p->err, p->errlen, "%ssetting \"%s\" cannot be given in a "
                                 "configuration file", where(p, w, sizeof(w)), name);
+                else if (renamed_to(name, 0))
+                        set_err(p->err, p->errlen, "%ssetting \"%s\" is now called \"%s\": rename it",
+                                where(p, w, sizeof(w)), name, renamed_to(name, 0));
                 else
                         set_err(p->err, p->errlen, "%sunknown setting \"%s\"", where(p, w, sizeof(w)),
                                 name);
@@ -1433,11 +1480,15 @@ static int read_cmdline(int argc, char **argv, struct cl_arg *args, size_t *ret_
                 const struct opt_def *o = NULL;
 
                 if (c == '?') {
+                        const char *a = argv[optind - 1];
+
                         if (optopt && optopt < 256)
                                 set_err(err, errlen, "unknown option -%c; try --help", optopt);
+                        else if (strncmp(a, "--", 2) == 0 && renamed_to(a + 2, strcspn(a + 2, "=")))
+                                set_err(err, errlen, "option \"--%.*s\" is now called \"--%s\": rename it",
+                                        (int)strcspn(a + 2, "="), a + 2, renamed_to(a + 2, strcspn(a + 2, "=")));
                         else
-                                set_err(err, errlen, "unknown option \"%s\"; try --help",
-                                        argv[optind - 1]);
+                                set_err(err, errlen, "unknown option \"%s\"; try --help", a);
                         return -EINVAL;
                 }
                 if (c == ':') {

@@ -88,8 +88,8 @@ struct relay_config {
         const char *transactional_id;  /* --transactional-id; NULL: derived */
         int64_t txn_max_messages;      /* --kafka-transaction-messages */
         int64_t txn_max_bytes;         /* --kafka-transaction-bytes */
-        int64_t txn_max_ms;            /* --kafka-transaction-time, given in seconds */
-        bool txn_fixed_time;           /* --kafka-transaction-fixed-time */
+        int64_t txn_max_ms;            /* --kafka-commit-interval, given in seconds */
+        bool txn_fixed_time;           /* --kafka-commit-fixed-interval */
         const char *checkpoint_topic;  /* --checkpoint-topic */
         uint64_t accept_slot_position; /* --accept-slot-position: LSN, or LSN_INVALID */
         bool accept_config_change;     /* --accept-config-change */

@@ -819,7 +819,7 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
  * during the last commit and the time bound is reached only when Kafka is
  * slower than it. Draining a backlog the bound alone decides: fewer,
  * larger Kafka transactions drain it sooner; with
- * --kafka-transaction-fixed-time too.
+ * --kafka-commit-fixed-interval too.
  */
 static int64_t idle_commit_at_ms(const struct relay *r)
 {

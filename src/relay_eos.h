@@ -56,7 +56,7 @@ struct relay_eos {
         uint64_t resume_rows;         /* and how many of its rows are in */
         uint64_t resume_left;         /* rows of the current transaction still to skip */
         int64_t last_idle_ms;         /* the last checkpoint-only transaction */
-        int64_t bound_ms;             /* the time bound now: --kafka-transaction-time, longer in a backlog */
+        int64_t bound_ms;             /* the time bound now: --kafka-commit-interval, longer in a backlog */
         /*
          * Finding a topic the transaction coordinator refuses: a transaction
          * failed with a record's error (TOPIC_AUTHORIZATION_FAILED for
@@ -152,7 +152,7 @@ bool relay_eos_busy(const struct relay *r);
 
 /*
  * relay_eos_time_bound_ms() - the time bound of a Kafka transaction in ms:
- * @txn_max_ms (--kafka-transaction-time), or while draining a backlog, i.e.
+ * @txn_max_ms (--kafka-commit-interval), or while draining a backlog, i.e.
  * when @lag_us (µs from a PostgreSQL commit to the server sending it, both by
  * the server's clock) exceeds RELAY_EOS_BACKLOG_LAG_US,
  * RELAY_EOS_BACKLOG_FACTOR times that, at most RELAY_EOS_BACKLOG_MAX_MS

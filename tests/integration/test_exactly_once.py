@@ -198,7 +198,7 @@ def test_stream_lost_with_acknowledged_rows_in_an_open_transaction(case):
     # walsender goes (asserted below; 300 rows take a second or two), and no
     # longer: the rows sent again in the next session wait for it too
     # (fixed: not committed once acknowledged)
-    relay = start_relay(case, *EOS, "--kafka-transaction-time=20", "--kafka-transaction-fixed-time",
+    relay = start_relay(case, *EOS, "--kafka-commit-interval=20", "--kafka-commit-fixed-interval",
                         "--http", "127.0.0.1:%d" % port)
     conn = case.connect(autocommit=False)
     c = insert_rows(conn, [{"work_id": "open-%d" % i, "kind": "fault", "payload": {"n": i}}
@@ -231,17 +231,17 @@ def receipt_times(case, coll, prefix, n):
 
 def test_idle_relay_commits_at_the_transaction_time_bound(case):
     """A row on an otherwise idle stream opens a Kafka transaction; the relay
-    commits it --kafka-transaction-time after it began, not when something
+    commits it --kafka-commit-interval after it began, not when something
     else next wakes it. It once slept on with the transaction open until its
     next standby status update or its one-second wait bound, so a row of a
     quiet outbox could wait a second to become visible to read_committed
-    consumers. The bound here is 0.3 s, with --kafka-transaction-fixed-time
+    consumers. The bound here is 0.3 s, with --kafka-commit-fixed-interval
     so that the delivery report and the side connection's check, which wake
     the relay soon after the row, cannot commit the transaction (the group
     commit: test_quiet_row_commits_once_acknowledged)."""
     coll = collector(case, isolation="read_committed")
     # -s 10: no standby status update wakes the relay within the test's bound
-    relay = start_relay(case, *EOS, "--kafka-transaction-time=0.3", "--kafka-transaction-fixed-time",
+    relay = start_relay(case, *EOS, "--kafka-commit-interval=0.3", "--kafka-commit-fixed-interval",
                         status_interval=10)
     times = receipt_times(case, coll, "idle", 5)
     say("commit to read_committed receipt on an idle stream: %s s"
@@ -254,11 +254,11 @@ def test_idle_relay_commits_at_the_transaction_time_bound(case):
 def test_quiet_row_commits_once_acknowledged(case, fixed):
     """A row of a quiet outbox: the relay commits its Kafka transaction as
     soon as Kafka has acknowledged every record in it and nothing more is
-    read (a group commit), not at --kafka-transaction-time, here a long 4 s.
+    read (a group commit), not at --kafka-commit-interval, here a long 4 s.
     It once waited for the bound: 20 ms by default, half of a quiet row's
-    latency. With --kafka-transaction-fixed-time it waits for the bound."""
+    latency. With --kafka-commit-fixed-interval it waits for the bound."""
     coll = collector(case, isolation="read_committed")
-    args = ["--kafka-transaction-time=4"] + (["--kafka-transaction-fixed-time"] if fixed else [])
+    args = ["--kafka-commit-interval=4"] + (["--kafka-commit-fixed-interval"] if fixed else [])
     relay = start_relay(case, *EOS, *args)
     took = receipt_times(case, coll, "quiet", 3)
     say("commit to read_committed receipt, %s: %s s"
@@ -272,7 +272,7 @@ def test_quiet_row_commits_once_acknowledged(case, fixed):
 
 def test_backlog_drains_in_longer_transactions(case):
     """A relay that starts behind (rows committed while it was down) commits
-    Kafka transactions of up to 5 times --kafka-transaction-time while it
+    Kafka transactions of up to 5 times --kafka-commit-interval while it
     drains the backlog, so that fewer commits hold the stream, and returns
     to the short bound once a live row comes. The backlog is told by the
     server's clock alone: a commit's timestamp against its XLogData's send
@@ -284,7 +284,7 @@ def test_backlog_drains_in_longer_transactions(case):
     commits = [insert_rows(conn, [{"work_id": "late-%d-%d" % (t, i), "kind": KIND,
                                    "payload": {"n": i}} for i in range(5)]) for t in range(400)]
     case.pg.wait_clock(0.4)     # the condition under test: the backlog older than 250 ms
-    relay = start_relay(case, *EOS, "--kafka-transaction-time=0.05", "--log-level=debug",
+    relay = start_relay(case, *EOS, "--kafka-commit-interval=0.05", "--log-level=debug",
                         create_slot=False)
     verify_exactly_once(case, coll, [w for c in commits for w in c.work_ids], "eos_backlog",
                         relays=[relay])

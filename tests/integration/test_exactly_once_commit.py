@@ -53,7 +53,7 @@ def test_aborted_transaction_is_never_confirmed_past(case):
     case.kafka.create_topic(dead, partitions=1, config={"max.message.bytes": "2000"})
     args = EOS + ["--on-error=dead-letter", "--dead-letter-topic", dead,
                   # one Kafka transaction holds both PostgreSQL transactions below
-                  "--kafka-transaction-time=3", "--kafka-transaction-fixed-time"]
+                  "--kafka-commit-interval=3", "--kafka-commit-fixed-interval"]
     reader = committed_reader(case)
     relay = start_relay(case, *args)
     conn = case.connect(autocommit=False)
@@ -162,14 +162,14 @@ def test_coordinator_timeout_is_not_taken_for_a_fence(case, timeout_broker):
     the row arrives once."""
     coll = collector(case, broker=timeout_broker, isolation="read_committed")
     raw = collector(case, broker=timeout_broker, create=False)
-    relay = start_relay(case, "--exactly-once", *TXN_TIMEOUT, "--kafka-transaction-time=1",
-                        "--kafka-transaction-fixed-time",
+    relay = start_relay(case, "--exactly-once", *TXN_TIMEOUT, "--kafka-commit-interval=1",
+                        "--kafka-commit-fixed-interval",
                         brokers=timeout_broker.bootstrap)
     conn = case.connect(autocommit=False)
     # A first row, committed in Kafka, so that the producer knows the topic before the row
     # under test: librdkafka 2.8 holds the first record of a topic it has no metadata for
     # about a second, and the record then lands in the topic at the end of its
-    # --kafka-transaction-time, too late to freeze the relay while its transaction is open.
+    # --kafka-commit-interval, too late to freeze the relay while its transaction is open.
     insert_rows(conn, [{"work_id": "warm-1", "kind": "fault", "payload": {}}])
     wait_until(lambda: "warm-1" in coll.ids(), 60, what="the first row committed in Kafka",
                tick=coll.poll)

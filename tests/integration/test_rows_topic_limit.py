@@ -38,7 +38,7 @@ from rows_helpers import REMEDY_SKIP, assert_not_confirmed_past, wait_exit
 
 MODES = {
     "default": [],
-    "exactly-once": ["--exactly-once", "--kafka-transaction-time=0.2"],
+    "exactly-once": ["--exactly-once", "--kafka-commit-interval=0.2"],
 }
 # each mode a parameter, the --exactly-once one marked for tests/run-librdkafka.sh
 MODE_PARAMS = [pytest.param(m, marks=pytest.mark.exactly_once) if "--exactly-once" in a else m

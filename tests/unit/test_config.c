@@ -109,6 +109,12 @@ static void test_help(void)
         config_free(&c);
         CHECK_INT(PARSE(&c, err, "-x"), -EINVAL);
         CHECK(strstr(err, "-x") != NULL);
+        /* A renamed option names its new name. */
+        CHECK_INT(PARSE(&c, err, "--kafka-transaction-time=0.1"), -EINVAL);
+        CHECK_STR(err, "option \"--kafka-transaction-time\" is now called \"--kafka-commit-interval\": "
+                  "rename it");
+        CHECK_INT(PARSE(&c, err, "--kafka-transaction-fixed-time"), -EINVAL);
+        CHECK(strstr(err, "\"--kafka-commit-fixed-interval\"") != NULL);
 }
 
 /* Regression: an explicit 0 was replaced by the option's default. */
@@ -294,16 +300,23 @@ static void test_lists(void)
         config_free(&c);
 
         /* The variables of the relay's --kafka-* options are not librdkafka properties. */
-        setenv("OUTBOX_RELAY_KAFKA_TRANSACTION_TIME", "0.01", 1);
+        setenv("OUTBOX_RELAY_KAFKA_COMMIT_INTERVAL", "0.01", 1);
         setenv("OUTBOX_RELAY_KAFKA_TRANSACTION_MESSAGES", "50", 1);
         CHECK_INT(PARSE(&c, err, "-c", f), 0);
         CHECK_INT(c.txn_max_ms, 10);
         CHECK_INT(c.txn_max_messages, 50);
-        CHECK(prop(&c, "transaction.time") == NULL);
+        CHECK(prop(&c, "commit.interval") == NULL);
         CHECK(prop(&c, "transaction.messages") == NULL);
         config_free(&c);
-        unsetenv("OUTBOX_RELAY_KAFKA_TRANSACTION_TIME");
+        unsetenv("OUTBOX_RELAY_KAFKA_COMMIT_INTERVAL");
         unsetenv("OUTBOX_RELAY_KAFKA_TRANSACTION_MESSAGES");
+
+        /* A renamed option's old variable is refused with the new name, not taken for a property. */
+        setenv("OUTBOX_RELAY_KAFKA_TRANSACTION_TIME", "0.01", 1);
+        CHECK_INT(PARSE(&c, err, "-c", f), -EINVAL);
+        CHECK(strstr(err, "OUTBOX_RELAY_KAFKA_TRANSACTION_TIME is now called "
+                     "OUTBOX_RELAY_KAFKA_COMMIT_INTERVAL") != NULL);
+        unsetenv("OUTBOX_RELAY_KAFKA_TRANSACTION_TIME");
 
         CHECK_INT(PARSE(&c, err, "-c", f, "-t", "only.this"), 0);
         CHECK_INT(c.ntables, 1);
@@ -386,6 +399,8 @@ static void test_file_errors(void)
         check_file_error("slot =\n", "1: ", "non-empty");
         check_file_error("help = true\n", "1: ", "cannot be given in a configuration file");
         check_file_error("config = other.conf\n", "1: ", "cannot be given");
+        check_file_error("kafka-transaction-time = 0.1\n", "1: ",
+                         "is now called \"kafka-commit-interval\"");
         check_file_error("kafka.enable.idempotence = false\n", "1: ", "kafka.enable.idempotence=false refused");
         check_file_error("# ok\nkafka.acks = 1\n", "2: ", "refused");
         check_file_error("kafka. = 1\n", "1: ", "property name");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The time bound of a Kafka transaction under --exactly-once
- * (relay_eos_time_bound_ms()): --kafka-transaction-time on a live stream, a
+ * (relay_eos_time_bound_ms()): --kafka-commit-interval on a live stream, a
  * longer one while the relay drains a backlog, capped, and never shorter
  * than what the operator set.
  */
