@@ -1053,7 +1053,8 @@ static void finish(struct relay *r)
 int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop,
               const struct relay_reload *reload)
 {
-        struct relay r = {.conf = conf, .stop = stop, .stop_fd = stop_fd, .reload = reload};
+        struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .stop = stop, .stop_fd = stop_fd,
+                          .reload = reload};
         int64_t backoff = BACKOFF_MIN_MS;
         char a[LSN_STRLEN];
         int code;

@@ -53,7 +53,7 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
         if (ret == -EAGAIN)
                 return ret;  /* librdkafka's queue is full: held back */
         /* --exactly-once: refused by a failed Kafka transaction, it is aborted and streamed again. */
-        if (ret < 0 && relay_eos_produce_failed(r, &e) < 0)
+        if (ret < 0 && r->guarantee->record_refused(r, &e) < 0)
                 return -ECANCELED;
         if (ret < 0) {
                 relay_fail(r, e.fault == PRODUCER_FAULT_FATAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_DATA,

@@ -737,6 +737,13 @@ static int split(struct relay *r)
         return commit(r, r->eos.last_end, r->txn.end_lsn, r->eos.part_rows);
 }
 
+int relay_eos_record_sent(struct relay *r, size_t bytes)
+{
+        relay_eos_produced(r, bytes);
+        relay_eos_row_done(r);
+        return relay_eos_after_record(r);
+}
+
 int relay_eos_after_record(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
@@ -917,12 +924,14 @@ void relay_eos_resume(struct relay *r, const struct checkpoint *c)
         x->part_rows = 0;
 }
 
-void relay_eos_txn_begins(struct relay *r, uint64_t end_lsn)
+bool relay_eos_txn_begins(struct relay *r, uint64_t end_lsn)
 {
         struct relay_eos *x = &r->eos;
 
         x->part_rows = 0;
         x->resume_left = end_lsn == x->resume_end ? x->resume_rows : 0;
+        /* In Kafka already: the newest checkpoint reaches past it. */
+        return end_lsn <= x->skip_upto;
 }
 
 bool relay_eos_skip_row(struct relay *r)

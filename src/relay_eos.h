@@ -129,6 +129,13 @@ void relay_eos_row_done(struct relay *r);
  */
 int relay_eos_after_record(struct relay *r);
 
+/*
+ * relay_eos_record_sent() - a row's record of @bytes went into the open
+ * Kafka transaction: relay_eos_produced(), relay_eos_row_done(), then
+ * relay_eos_after_record(). 0 or -EIO (recorded).
+ */
+int relay_eos_record_sent(struct relay *r, size_t bytes);
+
 /* relay_eos_after_transaction() - a C line ending at @end_lsn; commit at the bounds. 0 or -EIO. */
 int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn);
 
@@ -231,8 +238,11 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target);
 /* relay_eos_resume() - the newest checkpoint @c says what is in Kafka already. */
 void relay_eos_resume(struct relay *r, const struct checkpoint *c);
 
-/* relay_eos_txn_begins() - a B line of a transaction ending at @end_lsn. */
-void relay_eos_txn_begins(struct relay *r, uint64_t end_lsn);
+/*
+ * relay_eos_txn_begins() - BEGIN of a transaction ending at @end_lsn: true
+ * when the newest committed checkpoint reaches past it (in Kafka already).
+ */
+bool relay_eos_txn_begins(struct relay *r, uint64_t end_lsn);
 
 /* relay_eos_skip_row() - true for a row of a split transaction that is in Kafka already. */
 bool relay_eos_skip_row(struct relay *r);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The orchestrator's own header, shared by its four files and nothing else:
+ * The orchestrator's own header, shared by its files and nothing else:
  *
  *   relay.c         how the loop turns: start, sessions, the one wait,
  *                   reconnects, the warm standby, stop
  *   relay_row.c     what happens to one decoded record and one outbox row
+ *   relay_guarantee.c  the row path's hooks at BEGIN, each record and
+ *                   COMMIT (relay_guarantee.h): at-least-once, exactly-once
  *   relay_pgoutput.c  what a pgoutput message becomes: records in wal2json.h's
  *                   form, the table's identity by OID (--plugin=pgoutput)
  *   relay_ack.c     what happens on an ack or a nack (delivery reports,
@@ -40,6 +42,7 @@
 #include "pgside.h"
 #include "pgstream.h"
 #include "relay_eos.h"
+#include "relay_guarantee.h"
 #include "preflight.h"
 #include "producer.h"
 #include "record.h"
@@ -231,6 +234,8 @@ struct relay {
         volatile sig_atomic_t *stop;
         int stop_fd;
         const struct relay_reload *reload;
+
+        const struct relay_guarantee *guarantee;  /* the row path's hooks: relay_guarantee_of(conf) */
 
         /* The leaf modules it joins. */
         struct record_spec *spec;

@@ -96,8 +96,8 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                 nh = relay_headers(r, rec, row, h, source, sizeof(source));
                 m = row_msg(r, row, topic, h, nh, ticket);
                 /* Held back for a commit in flight, it is offered again: logged and counted then. */
-                ret = relay_eos_before_record(r, r->conf->dead_letter_topic, id, strlen(id), r->txn.end_lsn,
-                                              true);
+                ret = r->guarantee->before_record(r, r->conf->dead_letter_topic, id, strlen(id),
+                                                  r->txn.end_lsn, true);
                 if (ret < 0) {
                         ledger_cancel_message(r->ledger, ticket);
                         if (ret != -EAGAIN)
@@ -116,9 +116,7 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                         ledger_cancel_message(r->ledger, ticket);
                         return;
                 }
-                relay_eos_produced(r, producer_msg_bytes(&m));
-                relay_eos_row_done(r);
-                relay_eos_after_record(r);
+                r->guarantee->record_sent(r, producer_msg_bytes(&m));
                 return;
         }
         r->stats.c.row_errors++;
@@ -145,7 +143,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         struct producer_header h[MAX_HEADERS];
         struct producer_msg m;
         struct producer_error e;
-        char err[ERRLEN], source[1024];
+        char err[ERRLEN], source[1024], before_code[64], before_reason[768];
         ledger_ticket ticket;
         size_t nh;
         int ret;
@@ -157,15 +155,11 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         }
         nh = relay_headers(r, rec, &row, h, source, sizeof(source));
         m = row_msg(r, &row, row.topic, h, nh, 0);
-        if (relay_eos_on(r)) {
-                char code[64], reason[768];
-
-                /* A row whose record Kafka refused in an aborted transaction: its policy now. */
-                if (relay_eos_poisoned(r, r->txn.end_lsn, row.id->ptr, row.id->len, code, sizeof(code),
-                                       reason, sizeof(reason))) {
-                        row_error(r, rec, &row, row.topic, code, reason);
-                        return;
-                }
+        /* A row whose record Kafka refused in an aborted transaction: its policy now. */
+        if (r->guarantee->row_refused_before(r, r->txn.end_lsn, row.id->ptr, row.id->len, before_code,
+                                             sizeof(before_code), before_reason, sizeof(before_reason))) {
+                row_error(r, rec, &row, row.topic, before_code, before_reason);
+                return;
         }
         /* Its topic's limit read and its batches fitted before its first record (or held back). */
         if (relay_fit_topic(r, row.topic) < 0)
@@ -185,7 +179,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 return;
         }
         m.ticket = ticket;
-        if (relay_eos_before_record(r, row.topic, row.id->ptr, row.id->len, r->txn.end_lsn, false) < 0) {
+        if (r->guarantee->before_record(r, row.topic, row.id->ptr, row.id->len, r->txn.end_lsn, false) < 0) {
                 ledger_cancel_message(r->ledger, ticket);
                 return;
         }
@@ -194,7 +188,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 ledger_cancel_message(r->ledger, ticket);
                 if (ret == -EAGAIN)
                         return;  /* librdkafka's queue is full: held back, offered again */
-                if (relay_eos_produce_failed(r, &e) < 0)
+                if (r->guarantee->record_refused(r, &e) < 0)
                         return;  /* the Kafka transaction had failed: aborted, streaming again */
                 if (e.fault == PRODUCER_FAULT_RECORD) {
                         char reason[ERRLEN + 256];
@@ -227,9 +221,7 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
         log_debug("published work ID \"%.*s\" to topic \"%s\" (transaction ending at LSN %s)",
                   (int)row.id->len, row.id->ptr, row.topic, r->txn.lsn_text);
         r->stats.c.published++;
-        relay_eos_produced(r, producer_msg_bytes(&m));
-        relay_eos_row_done(r);
-        relay_eos_after_record(r);
+        r->guarantee->record_sent(r, producer_msg_bytes(&m));
 }
 
 /*
@@ -281,7 +273,7 @@ static void handle_message(struct relay *r, const struct w2j_record *rec)
                             rec->prefix, lsn_format(rec->lsn, a));
                 return;
         }
-        if (relay_eos_skip_row(r))
+        if (r->guarantee->row_in_kafka(r))
                 return;  /* a split transaction's message, in Kafka already */
         ret = envelope_parse(&env, rec, r->conf->payload_column, &row, err, sizeof(err));
         if (ret == 0) {
@@ -365,10 +357,8 @@ static void begin_transaction(struct relay *r, const struct w2j_record *rec)
                            ret == -EBUSY ? "inside another" : "before the previous one ended");
                 return;
         }
-        /* --exactly-once: in Kafka already (the newest checkpoint reaches past it). */
-        t->eos_skip = relay_eos_on(r) && rec->next_lsn <= r->eos.skip_upto;
-        if (relay_eos_on(r))
-                relay_eos_txn_begins(r, rec->next_lsn);
+        /* In Kafka already (--exactly-once: the newest checkpoint reaches past it). */
+        t->eos_skip = r->guarantee->txn_begins(r, rec->next_lsn);
         t->xid = rec->xid;
         t->end_lsn = rec->next_lsn;
         t->commit_time_us = rec->commit_time_us;
@@ -437,7 +427,7 @@ void relay_handle_record(struct relay *r, const struct w2j_record *recp, uint64_
                         break;
                 }
                 t->eos_skip = false;
-                relay_eos_after_transaction(r, rec.next_lsn);
+                r->guarantee->txn_ends(r, rec.next_lsn);
                 break;
         case W2J_INSERT:
                 if (t->skip || t->eos_skip)
@@ -450,7 +440,7 @@ void relay_handle_record(struct relay *r, const struct w2j_record *recp, uint64_
                                             lsn_format(rec.lsn, a));
                                 break;
                         }
-                        if (relay_eos_skip_row(r))
+                        if (r->guarantee->row_in_kafka(r))
                                 break;  /* a split transaction's row, in Kafka already */
                         publish_row(r, &rec);
                         break;

@@ -965,7 +965,8 @@ void relay_watch_serve(struct relay *r)
 int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen)
 {
         volatile sig_atomic_t never = 0;
-        struct relay r = {.conf = conf, .stop = &never, .stop_fd = -1, .state = "slot create"};
+        struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .stop = &never, .stop_fd = -1,
+                          .state = "slot create"};
         struct pgstream_system sys;
         struct pgstream *pg = NULL;
         int ret = -EIO;

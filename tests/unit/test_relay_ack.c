@@ -68,6 +68,7 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
         CHECK(config_parse(argc, argv, &w->conf, err, sizeof(err)) == 0);
         CHECK(pipe2(w->pipefd, O_NONBLOCK) == 0);
         w->r.conf = &w->conf;
+        w->r.guarantee = relay_guarantee_of(&w->conf);
         w->r.stop = &stop_flag;
         w->r.stop_fd = w->pipefd[0];
         w->r.ledger = ledger_new(LSN_INVALID);
@@ -1071,6 +1072,55 @@ static void test_limit_read_while_streaming_holds_the_record_back(void)
         world_close(&w);
 }
 
+/*
+ * The row path's hooks: at-least-once lets every row go whatever the
+ * exactly-once state says; exactly-once passes over what its checkpoint
+ * counts (a transaction, a split transaction's rows) and holds a record
+ * back while a commit is in flight.
+ */
+static void test_guarantee_hooks(void)
+{
+        struct world w;
+        char code[64], reason[256];
+
+        world_open(&w, "--on-error=stop", "5000");
+        CHECK_STR(w.r.guarantee->name, "at-least-once");
+        w.r.eos.skip_upto = 0x100;     /* would pass over everything up to 0/100 */
+        w.r.eos.resume_end = 0x40;
+        w.r.eos.resume_rows = 2;
+        CHECK(!w.r.guarantee->txn_begins(&w.r, 0x40));
+        CHECK(!w.r.guarantee->row_in_kafka(&w.r));
+        CHECK(!w.r.guarantee->row_refused_before(&w.r, 0x40, "a", 1, code, sizeof(code), reason,
+                                                 sizeof(reason)));
+        CHECK_INT(w.r.guarantee->before_record(&w.r, TOPIC, "a", 1, 0x40, false), 0);
+        CHECK_INT(w.r.guarantee->record_sent(&w.r, 10), 0);
+        CHECK_INT(w.r.guarantee->txn_ends(&w.r, 0x40), 0);
+        CHECK(!w.r.held_back);
+        world_close(&w);
+
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        CHECK_STR(w.r.guarantee->name, "exactly-once");
+        CHECK_INT(produce_eos_row(&w, "hook-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(w.r.guarantee->txn_ends(&w.r, 0x10), 0);
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        CHECK(relay_eos_busy(&w.r));                   /* a commit in flight */
+        CHECK_INT(w.r.guarantee->before_record(&w.r, TOPIC, "hook-2", 6, 0x40, false), -EAGAIN);
+        CHECK(w.r.held_back);
+        w.r.held_back = false;
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        w.r.eos.skip_upto = 0x30;
+        w.r.eos.resume_end = 0x40;
+        w.r.eos.resume_rows = 1;
+        CHECK(w.r.guarantee->txn_begins(&w.r, 0x30));  /* in Kafka already */
+        CHECK(!w.r.guarantee->txn_begins(&w.r, 0x40)); /* in part: its first row is */
+        CHECK(w.r.guarantee->row_in_kafka(&w.r));
+        CHECK(!w.r.guarantee->row_in_kafka(&w.r));
+        world_close(&w);
+}
+
 #ifndef NDEBUG
 /* Nothing that handles what came waits in the one wait: relay_wait() there is a bug, and aborts. */
 static void test_wait_inside_a_turn_aborts(void)
@@ -1124,6 +1174,7 @@ int main(void)
         test_full_queue_holds_the_record_back();
         test_dead_letter_copy_held_back_by_a_full_queue_goes_once();
         test_limit_read_while_streaming_holds_the_record_back();
+        test_guarantee_hooks();
 #ifndef NDEBUG
         test_wait_inside_a_turn_aborts();
 #endif
