@@ -1166,7 +1166,6 @@ static bool env_is(const char *e, const char *name)
         return strncmp(e, name, n) == 0 && e[n] == '=';
 }
 
-/* Is @var (without _FILE) the variable of one of the relay's own options? */
 /* The new variable of a renamed option whose old variable is @var (into @buf, @size bytes), or NULL. */
 static const char *renamed_variable(const char *var, char *buf, size_t size)
 {
@@ -1184,6 +1183,7 @@ static const char *renamed_variable(const char *var, char *buf, size_t size)
         return NULL;
 }
 
+/* Is @var (without _FILE) the variable of one of the relay's own options? */
 static bool option_variable(const char *var)
 {
         for (size_t i = 0; i < N_OPTS; i++) {

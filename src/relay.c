@@ -43,7 +43,7 @@ bool relay_backpressured(const struct relay *r)
 {
         return (int64_t)ledger_outstanding(r->ledger) >= r->conf->max_inflight_messages ||
                (int64_t)producer_inflight_bytes(r->prod) >= r->conf->max_inflight_bytes ||
-               r->kafka_full || relay_limit_asking(r);
+               r->kafka_full || relay_limit_asking(r) || r->nacks.n > 0;
 }
 
 /*
@@ -370,11 +370,16 @@ static int stream_turn(struct relay *r)
         /* --exactly-once: the commit in flight, one step a turn. */
         if (relay_eos_step(r) < 0)
                 return -1;
-        more = read_stream(r, false);
-        if (more < 0)
-                return -1;
+        /*
+         * Failed reports before new rows: a dead-letter copy held back for a
+         * full queue goes before the stream fills the queue again (rows wait
+         * while one is kept: relay_backpressured()).
+         */
         relay_handle_nacks(r);
         if (r->failure)
+                return -1;
+        more = read_stream(r, false);
+        if (more < 0)
                 return -1;
         /*
          * A stopping server waits for the relay's confirmation. Acks get a

@@ -371,7 +371,8 @@ static void explain_failure(struct relay *r)
         snprintf(x->fail_text, sizeof(x->fail_text), "%.500s", e.text);
         if (e.fault != PRODUCER_FAULT_RECORD)
                 return;
-        if (x->probe_open && x->probe_dead_letter) {
+        /* A probe whose record never went in (held back, the transaction empty) is not its cause. */
+        if (x->probe_open && x->probe_produced && x->probe_dead_letter) {
                 relay_fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (transaction ending "
                            "at LSN %s) to \"%s\" failed: Kafka refused the topic to the transaction: %s "
                            "(%s). Stopping: nothing from this transaction on is confirmed. %s and restart, or "
@@ -382,7 +383,7 @@ static void explain_failure(struct relay *r)
                 x->refused = true;
                 return;
         }
-        if (x->probe_open) {
+        if (x->probe_open && x->probe_produced) {
                 snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)%s%s",
                          x->probe_topic, e.text, e.name, producer_fix(e.code) ? ". " : "",
                          producer_fix(e.code) ? producer_fix(e.code) : "");

@@ -259,14 +259,22 @@ void relay_limit_serve(struct relay *r)
                 l->asking[0] = '\0';
                 return;
         }
+        /*
+         * The session ended, or is ending, meanwhile: the answer is dropped
+         * and the next session asks again (fitting now could record a retry
+         * for a session that is over, or break a stop's drain).
+         */
+        if (!r->streaming || r->failure || *r->stop) {
+                producer_topic_max_bytes_forget(r->prod);
+                l->asking[0] = '\0';
+                return;
+        }
         ret = producer_topic_max_bytes_answer(r->prod, &bytes, err, sizeof(err));
-        if (ret == -EAGAIN && r->streaming && !r->failure && !*r->stop &&
-            relay_mono_ms() < l->ask_deadline_ms)
+        if (ret == -EAGAIN && relay_mono_ms() < l->ask_deadline_ms)
                 return;
         if (ret == -EAGAIN || ret == -ENOENT) {
                 producer_topic_max_bytes_forget(r->prod);
-                /* The session ended meanwhile: the next one asks again. */
-                if (!r->streaming || r->failure || *r->stop || ret == -ENOENT) {
+                if (ret == -ENOENT) {
                         l->asking[0] = '\0';
                         return;
                 }

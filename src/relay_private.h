@@ -75,7 +75,7 @@ struct relay_txn {
         char lsn_text[LSN_STRLEN]; /* end_lsn as pg_lsn text: ce_pglsn */
         char xid_text[16];         /* ce_pgxid */
         char time_text[64];        /* ce_time, RFC 3339 */
-        uint64_t noted_lsn;        /* the row whose dead-lettering was logged and counted, then held back */
+        bool noted;                /* the row offered again was logged and counted as dead-lettered */
 };
 
 /* What the server was told, and when to tell it again. */
@@ -327,8 +327,9 @@ void relay_keep_answered(struct relay *r);
 
 /*
  * relay_backpressured() - true while the in-flight bounds (messages, bytes)
- * are reached, librdkafka's queue was full at the last produce, or a
- * topic's limit is being read: nothing more is offered until the next wait.
+ * are reached, librdkafka's queue was full at the last produce, a topic's
+ * limit is being read, or a failed delivery report waits to be handled
+ * (its dead-letter copy goes first): nothing more is offered until then.
  */
 bool relay_backpressured(const struct relay *r);
 

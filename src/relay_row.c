@@ -104,14 +104,17 @@ static void row_error(struct relay *r, const struct w2j_record *rec, const struc
                                 r->stats.c.row_errors++;
                         return;
                 }
-                /* Said once: a copy held back (librdkafka's queue full) is offered again. */
-                if (r->txn.noted_lsn != rec->lsn || rec->lsn == LSN_INVALID) {
+                /*
+                 * Said once: a copy held back (librdkafka's queue full) is the
+                 * next row offered, again. A new session begins with BEGIN.
+                 */
+                if (!r->txn.noted) {
                         r->stats.c.row_errors++;
                         log_warning("dead-lettering %s at LSN %s (transaction %u ending at LSN %s): %s", what,
                                     lsn_format(rec->lsn, a), r->txn.xid, r->txn.lsn_text, reason);
                 }
                 ret = relay_dead_letter(r, &m, topic, code, reason, id, r->txn.lsn_text);
-                r->txn.noted_lsn = ret == -EAGAIN ? rec->lsn : LSN_INVALID;
+                r->txn.noted = ret == -EAGAIN;
                 if (ret < 0) {
                         ledger_cancel_message(r->ledger, ticket);
                         return;
@@ -344,6 +347,7 @@ static void begin_transaction(struct relay *r, const struct w2j_record *rec)
         char a[LSN_STRLEN];
         int ret;
 
+        t->noted = false;
         t->skip = rec->next_lsn <= ledger_flush_lsn(r->ledger);
         if (t->skip) {
                 log_debug("skipping transaction %u ending at %s: already confirmed", rec->xid,
