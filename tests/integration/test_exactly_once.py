@@ -440,3 +440,34 @@ def test_switching_a_slot_between_modes(case):
     assert reader.drain(timeout=30)
     counts = {k: len(v) for k, v in by_id(reader.records).items()}
     assert set(counts) == set(ids) and all(n == 1 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("mode", ["at_least_once", "exactly_once", "exactly_once_pgoutput"])
+def test_full_librdkafka_queue_holds_rows_back(case, mode):
+    """librdkafka's queue holds 5 messages (-X queue.buffering.max.messages=5),
+    far below the relay's in-flight bound, so most rows find it full. No turn
+    of the loop waits: the relay holds such a row back, serves delivery
+    reports in its one wait, and offers the same row again (a wal2json line
+    from the head of its staging queue, a pgoutput event given back to the
+    decoder), inside Kafka transactions with --exactly-once and across a
+    SIGKILL there. A consumer sees every row once (read_committed for
+    --exactly-once); the default mode is not killed, so it has no reason to
+    send anything twice."""
+    eos = mode.startswith("exactly_once")
+    coll = collector(case, isolation="read_committed" if eos else "read_uncommitted")
+    args = [*(EOS if eos else NO_TIMEOUT), "-X", "queue.buffering.max.messages=5"]
+    if mode.endswith("pgoutput"):
+        args += ["--plugin", "pgoutput"]
+    relay = start_relay(case, *args)
+    n = sized(3000, 20000)
+    load = Load(case, "full" + mode[-3:], n, writers=2, rate=600).start()
+    try:
+        if eos:
+            load.wait_rows(n // 2, 300, tick=coll.poll, relays=[relay])
+            kill_and_wait(case, relay, coll)
+            relay = start_relay(case, *args, create_slot=False)
+        expected = load.finish(tick=coll.poll, relays=[relay])
+    finally:
+        load.stop()
+    verify_exactly_once(case, coll, expected, "full_queue_" + mode, relays=[relay])
+    assert relay.stop() == EXIT_OK, relay.log
