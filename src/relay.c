@@ -8,8 +8,10 @@
  * jittered backoff, or as a warm standby while another process holds the
  * slot. Every wait is relay_wait(): one poll() over the stop pipe, Kafka,
  * HTTP and the replication socket, that also sends due standby status
- * updates. The only module that joins the leaf modules; relay_row.c,
- * relay_ack.c and relay_report.c are its other parts (relay_private.h).
+ * updates, and only this file calls it: the parts below it never wait.
+ * `slot create`'s first checkpoint (relay_checkpoint_new_slot()) is a
+ * short run of its own. The top of the relay's family: it calls its parts
+ * (relay_parts.h), which never call back into it.
  */
 #include "relay.h"
 
@@ -24,9 +26,10 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define READ_BUDGET 4096          /* CopyData messages handled per loop turn before waiting again */
+#define CHECKPOINT_ACK_MS 30000   /* waiting for a checkpoint written before streaming */
 #define WAIT_MAX_MS 1000          /* relay_wait() sleeps at most this long: clocks and metrics move */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 15000
@@ -38,13 +41,6 @@
 #define PLUGIN_OPTIONS_MAX 18      /* names and values of an output plugin's options */
 
 enum { SESSION_ENDED, SESSION_SLOT_BUSY };
-
-bool relay_backpressured(const struct relay *r)
-{
-        return (int64_t)ledger_outstanding(r->ledger) >= r->conf->max_inflight_messages ||
-               (int64_t)producer_inflight_bytes(r->prod) >= r->conf->max_inflight_bytes ||
-               r->kafka_full || relay_limit_asking(r) || r->nacks.n > 0;
-}
 
 /*
  * After poll(): empty the signal pipe, or poll() would not block again (a
@@ -147,29 +143,6 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         return ret;
 }
 
-void relay_keep_answered(struct relay *r)
-{
-        if (r->prod)
-                producer_poll(r->prod);
-        if (!r->streaming)
-                return;
-        pgstream_flush(r->pg);
-        if (relay_maybe_send_status(r) < 0)
-                r->streaming = false;
-}
-
-int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error)
-{
-        int ret = producer_send(r->prod, m, ret_error);
-
-        if (ret != -ENOBUFS)
-                return ret;
-        /* librdkafka's queue is full: the next wait serves delivery reports, then it is offered again. */
-        r->kafka_full = true;
-        r->held_back = true;
-        return -EAGAIN;
-}
-
 static const char *operator_name(void)
 {
         struct passwd *pw = getpwuid(geteuid());
@@ -253,7 +226,11 @@ static void handle_message(struct relay *r, const struct replmsg *m, bool staged
         if (m->data_start > r->fb.write_lsn)
                 r->fb.write_lsn = m->data_start;
         r->fb.send_time_us = m->send_time_us;
-        relay_handle_line(r, m);
+        /* pgoutput's decoder gives its records to relay_row.c itself; wal2json's lines go there. */
+        if (r->pgo.dec)
+                relay_pgo_line(r, m);
+        else
+                relay_handle_line(r, m);
 }
 
 /*
@@ -456,7 +433,8 @@ static void end_session(struct relay *r)
         if (!r->failure && r->streaming)
                 relay_eos_flush(r);
         else if (r->failure == RELAY_EXIT_DATA)
-                relay_eos_abort(r);
+                while (relay_eos_abort(r) == -EAGAIN)
+                        relay_wait(r, 0, 0);
         /* Until everything is acknowledged, and verified and checkpointed so that it can be confirmed. */
         while (r->streaming && (ledger_outstanding(r->ledger) > 0 || relay_eos_busy(r) ||
                                 relay_confirmable_lsn(r) < relay_eos_stop_target(r, ledger_flush_lsn(r->ledger))) &&
@@ -722,6 +700,96 @@ static int session(struct relay *r)
         return SESSION_ENDED;
 }
 
+/* Write a checkpoint of @lsn and wait for Kafka to acknowledge it. Returns 0 or -EIO (recorded). */
+static int checkpoint_now(struct relay *r, uint64_t lsn)
+{
+        struct relay_watch *w = &r->watch;
+        int64_t deadline = relay_mono_ms() + CHECKPOINT_ACK_MS;
+        int ret;
+
+        while ((ret = relay_watch_send_checkpoint(r, lsn)) == -ENOBUFS && !r->failure && !*r->stop &&
+               relay_mono_ms() < deadline)
+                relay_wait(r, 100, 0);
+        if (ret < 0) {
+                if (ret == -ENOBUFS && !r->failure && !*r->stop)
+                        relay_fail(r, RELAY_EXIT_RETRY, "librdkafka's queue stayed full for %d s: cannot "
+                                   "write the checkpoint record", CHECKPOINT_ACK_MS / 1000);
+                return -EIO;
+        }
+        while (w->ckpt_inflight && !r->failure && !*r->stop && relay_mono_ms() < deadline)
+                relay_wait(r, 100, 0);
+        if (r->failure || *r->stop)
+                return -EIO;
+        if (w->ckpt_acked < lsn) {
+                relay_fail(r, RELAY_EXIT_RETRY, "Kafka did not acknowledge the checkpoint record within %d "
+                           "s", CHECKPOINT_ACK_MS / 1000);
+                return -EIO;
+        }
+        return 0;
+}
+
+int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen)
+{
+        volatile sig_atomic_t never = 0;
+        struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .on_delivery = relay_on_delivery,
+                          .on_kafka_event = relay_on_kafka_event, .stop = &never, .stop_fd = -1,
+                          .state = "slot create"};
+        struct pgstream_system sys;
+        struct pgstream *pg = NULL;
+        int ret = -EIO;
+
+        r.ledger = ledger_new(LSN_INVALID);
+        r.prod_props = calloc(2 * conf->nprops + 1, sizeof(*r.prod_props));
+        if (!r.ledger || !r.prod_props || relay_watch_init(&r) < 0) {
+                snprintf(err, errlen, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < conf->nprops; i++) {
+                r.prod_props[2 * i] = conf->props[i].name;
+                r.prod_props[2 * i + 1] = conf->props[i].value;
+        }
+        r.prod_opts = (struct producer_options){.brokers = conf->brokers, .props = r.prod_props,
+                                                .nprops = conf->nprops};
+        if (pgstream_connect(conf->conninfo, &pg, &sys, err, errlen) < 0)
+                goto out;
+        r.sys = sys;
+        snprintf(r.system_id, sizeof(r.system_id), "%s", sys.system_id);
+        snprintf(r.pre.dbname, sizeof(r.pre.dbname), "%s", sys.dbname);
+        if (producer_new(&r.prod_opts, r.on_delivery, r.on_kafka_event, &r, &r.prod, err,
+                         errlen) < 0)
+                goto out;
+        if (producer_check_brokers(r.prod, 10000, err, errlen) < 0) {
+                char why[512];
+
+                snprintf(why, sizeof(why), "%s", err);
+                snprintf(err, errlen, "the slot was created, but its first checkpoint cannot be written: "
+                         "no Kafka broker of \"%s\" answered within 10 s (%s). Give `slot create` the "
+                         "relay's -b and -X settings and run `slot drop --yes` and `slot create` again, or "
+                         "start the relay once with --accept-slot-position=%s", conf->brokers, why,
+                         lsn_format(lsn, (char[LSN_STRLEN]){0}));
+                goto out;
+        }
+        /* No mapping: `slot create` streams nothing; the first relay writes its own. */
+        r.watch.mapping[0] = r.watch.digest[0] = '\0';
+        if (checkpoint_key(r.system_id, r.pre.dbname, conf->slot, r.watch.key, sizeof(r.watch.key)) < 0 ||
+            relay_watch_ensure_topic(&r) < 0 || checkpoint_now(&r, lsn) < 0) {
+                if (r.failure == RELAY_EXIT_ENVIRONMENT)
+                        ret = -EINVAL;
+                snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
+                         "above); a relay started now will refuse the slot until it is accepted with "
+                         "--accept-slot-position", conf->checkpoint_topic);
+                goto out;
+        }
+        ret = 0;
+out:
+        pgstream_free(pg);
+        producer_free(r.prod);
+        relay_watch_free(&r);
+        ledger_free(r.ledger);
+        free(r.prod_props);
+        return ret;
+}
+
 /* Wait up to @ms unless a stop is requested, serving Kafka and HTTP meanwhile. */
 static void pause_ms(struct relay *r, int64_t ms)
 {
@@ -754,8 +822,14 @@ static int recover(struct relay *r)
                 relay_wait(r, 100, 0);
         relay_drop_nacks(r);
         /* --exactly-once: what is open is aborted; streaming again redoes it. */
-        if (!r->producer_broken && relay_eos_abort(r) < 0)
-                r->producer_broken = true;
+        if (!r->producer_broken) {
+                int ret;
+
+                while ((ret = relay_eos_abort(r)) == -EAGAIN)
+                        relay_wait(r, 0, 0);
+                if (ret < 0)
+                        r->producer_broken = true;
+        }
         /*
          * A failure no retry cures, learnt while draining or aborting, stops the
          * relay as it would have in the session. Fenced, for one: another relay
@@ -1058,7 +1132,8 @@ static void finish(struct relay *r)
 int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_t *stop,
               const struct relay_reload *reload)
 {
-        struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .stop = stop, .stop_fd = stop_fd,
+        struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .on_delivery = relay_on_delivery,
+                          .on_kafka_event = relay_on_kafka_event, .stop = stop, .stop_fd = stop_fd,
                           .reload = reload};
         int64_t backoff = BACKOFF_MIN_MS;
         char a[LSN_STRLEN];

@@ -7,7 +7,7 @@
  * the relay, a batch refused as too large for its topic while the record
  * alone fits is the batch's fault (relay_limit.c), and a record's own fault
  * is kept (copied) for the loop, which then dead-letters it or stops: a
- * delivery report never produces. See relay_private.h.
+ * delivery report never produces. See relay_parts.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,7 +17,26 @@
 
 #include "cloudevents.h"
 #include "log.h"
-#include "relay_private.h"
+#include "relay_parts.h"
+
+bool relay_backpressured(const struct relay *r)
+{
+        return (int64_t)ledger_outstanding(r->ledger) >= r->conf->max_inflight_messages ||
+               (int64_t)producer_inflight_bytes(r->prod) >= r->conf->max_inflight_bytes ||
+               r->kafka_full || relay_limit_asking(r) || r->nacks.n > 0;
+}
+
+int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error)
+{
+        int ret = producer_send(r->prod, m, ret_error);
+
+        if (ret != -ENOBUFS)
+                return ret;
+        /* librdkafka's queue is full: the next wait serves delivery reports, then it is offered again. */
+        r->kafka_full = true;
+        r->held_back = true;
+        return -EAGAIN;
+}
 
 int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
                       const char *code, const char *reason, const char *work_id,

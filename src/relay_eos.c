@@ -52,7 +52,7 @@
 
 #include "cloudevents.h"
 #include "log.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define INIT_MS 30000             /* init_transactions(), at most */
 #define TXN_MS 60000              /* a commit or abort, at most: librdkafka's transaction.timeout.ms */
@@ -276,44 +276,49 @@ void relay_eos_poison(struct relay *r, uint64_t end_lsn, const char *work_id, co
         x->failed = true;
 }
 
-/* Abort the open transaction (purging what is not delivered). Returns 0 or -EIO (recorded). */
-static int abort_open(struct relay *r)
+/*
+ * Abort the open transaction (purging what is not delivered). @once: one
+ * call of abort_transaction(), -EAGAIN while it is under way, for the top
+ * of the loop to wait and call again; else, inside a turn or a step (a
+ * refused produce, a commit's step), the calls are repeated here, keeping
+ * Kafka and the server answered, without waiting in the one wait. Returns
+ * 0, -EAGAIN (@once), or -EIO (recorded).
+ */
+static int abort_open(struct relay *r, bool once)
 {
         struct relay_eos *x = &r->eos;
         struct producer_error e;
-        int64_t deadline = relay_mono_ms() + TXN_MS;
         bool timed_out;
         int ret;
 
         if (!x->open)
                 return 0;
-        /* Acknowledged is not committed: no checkpoint in this session may claim what it held. */
-        x->aborted = true;
-        x->aborting = true;
-        /* EndTxn was asked for: only a new producer's init_transactions() settles it now. */
-        if (x->ending == RELAY_EOS_END_COMMIT && x->end_called) {
-                log_warning("the session ended while the Kafka transaction was being committed: a new "
-                            "producer settles it, and the newest checkpoint says how far it reached");
+        if (!x->aborting) {
+                /* Acknowledged is not committed: no checkpoint in this session may claim what it held. */
+                x->aborted = true;
+                x->aborting = true;
+                x->abort_deadline_ms = relay_mono_ms() + TXN_MS;
+                /* EndTxn was asked for: only a new producer's init_transactions() settles it now. */
+                if (x->ending == RELAY_EOS_END_COMMIT && x->end_called) {
+                        log_warning("the session ended while the Kafka transaction was being committed: a "
+                                    "new producer settles it, and the newest checkpoint says how far it "
+                                    "reached");
+                        x->ending = RELAY_EOS_END_NONE;
+                        x->aborting = false;
+                        x->open = false;
+                        x->pending = 0;
+                        r->producer_broken = true;
+                        return -EIO;
+                }
                 x->ending = RELAY_EOS_END_NONE;
-                x->aborting = false;
-                x->open = false;
-                x->pending = 0;
-                r->producer_broken = true;
-                return -EIO;
         }
-        x->ending = RELAY_EOS_END_NONE;
         for (;;) {
                 ret = producer_abort_transaction(r->prod, CALL_MS, &e);
-                if (ret != -EAGAIN || relay_mono_ms() > deadline)
+                if (ret != -EAGAIN || relay_mono_ms() > x->abort_deadline_ms)
                         break;
-                /*
-                 * The one wait when the loop called this (end_session(), recover());
-                 * not inside a turn or a step (a refused produce, a commit's step).
-                 */
-                if (r->handling)
-                        relay_keep_answered(r);
-                else
-                        relay_wait(r, 0, 0);
+                if (once)
+                        return -EAGAIN;
+                relay_keep_answered(r);
         }
         x->aborting = false;
         timed_out = ret == -EPERM && relay_eos_timed_out(r, &e);
@@ -348,7 +353,7 @@ static int abort_open(struct relay *r)
 
 int relay_eos_abort(struct relay *r)
 {
-        return relay_eos_on(r) ? abort_open(r) : 0;
+        return relay_eos_on(r) ? abort_open(r, true) : 0;
 }
 
 /*
@@ -416,7 +421,7 @@ static int abort_failed(struct relay *r)
 
         explain_failure(r);
         snprintf(why, sizeof(why), "%s (%s)", x->fail_text, x->fail_name);
-        if (abort_open(r) < 0)
+        if (abort_open(r, false) < 0)
                 return -EIO;
         relay_fail(r, RELAY_EXIT_RETRY, "the Kafka transaction failed: %s; aborted it, streaming again "
                    "from the slot (the committed part is skipped)", why);
@@ -541,7 +546,7 @@ static int commit_checkpoint(struct relay *r)
                 if (!r->failure)
                         relay_fail(r, RELAY_EXIT_RETRY, "the side connection did not check the slot in "
                                    "time; aborting the Kafka transaction");
-                abort_open(r);
+                abort_open(r, false);
                 return -EIO;
         }
         if (!x->end_checked_ms) {
@@ -569,7 +574,7 @@ static int commit_checkpoint(struct relay *r)
         if (ret == -EAGAIN) {
                 relay_fail(r, RELAY_EXIT_RETRY, "librdkafka's queue stayed full for %d s: cannot write the "
                            "checkpoint record; aborting the Kafka transaction", TXN_MS / 1000);
-                abort_open(r);
+                abort_open(r, false);
                 return -EIO;
         }
         if (ret < 0) {
@@ -643,7 +648,7 @@ static int commit_step(struct relay *r)
                 return 0;
         }
         if (ret == -ECANCELED) {
-                abort_open(r);
+                abort_open(r, false);
                 relay_fail(r, RELAY_EXIT_RETRY, "committing the Kafka transaction failed: %s (%s); aborted "
                            "it, streaming again from the slot", e.text, e.name);
                 return -EIO;

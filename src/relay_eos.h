@@ -2,7 +2,7 @@
 /*
  * --exactly-once (relay_eos.c): the state of the open Kafka transaction, its
  * checkpoint and the commit in flight, and the hooks the row path and the
- * loop call. Every function takes the relay (relay_private.h) and reads the
+ * loop call. Every function takes the relay (relay_parts.h) and reads the
  * rest of it (the ledger, the watch's checkpoint position, the producer);
  * only relay_eos.c writes struct relay_eos. Formats: the checkpoint record
  * is checkpoint.h's; the transactions are Kafka's (KIP-98), through
@@ -38,6 +38,7 @@ struct relay_eos {
         char tid[512];                /* the transactional.id */
         bool open;                    /* a Kafka transaction is open */
         bool aborting;                /* the relay is aborting it: purged records are expected */
+        int64_t abort_deadline_ms;    /* monotonic: the abort under way gives up after this */
         bool aborted;                 /* one was aborted in this session: nothing more is committed */
         int64_t opened_ms;            /* monotonic */
         int64_t timeout_ms;           /* the producer's transaction.timeout.ms */
@@ -201,7 +202,13 @@ int relay_eos_flush(struct relay *r);
  */
 uint64_t relay_eos_stop_target(const struct relay *r, uint64_t flush);
 
-/* relay_eos_abort() - abort what is open (its records are produced again). 0 or -EIO. */
+/*
+ * relay_eos_abort() - abort what is open (its records are produced again),
+ * from the top of the loop (end_session(), recover()): one call of
+ * librdkafka's abort_transaction(), at most 200 ms. Returns 0; -EAGAIN
+ * when the abort is under way: the caller waits (relay_wait()) and calls
+ * again, until TXN_MS has passed; or -EIO (recorded).
+ */
 int relay_eos_abort(struct relay *r);
 
 /*

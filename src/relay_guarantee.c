@@ -5,7 +5,7 @@
  * hooks lets the row go. Exactly-once is relay_eos.c's.
  */
 #include "relay_guarantee.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 static bool alo_txn_begins(struct relay *r, uint64_t end_lsn)
 {

@@ -13,7 +13,7 @@
  * Only a record larger than the limit alone in a batch is a bad row. A batch
  * refused all the same (the limit unreadable, or lowered since) is the
  * batch's fault, not the rows': the relay reads the limit again and streams
- * again from the slot with a producer that fits it. See relay_private.h; it
+ * again from the slot with a producer that fits it. See relay_parts.h; it
  * knows nothing of rows or the stream.
  */
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define LIMIT_READ_TRIES 3        /* a refused topic whose limit cannot be read: restreams before a stop */
 
@@ -422,7 +422,7 @@ static int make_producer(struct relay *r, char *err, size_t errlen)
         r->prod_opts.limits = l;
         r->prod_opts.nlimits = r->limits.n;
         r->limits.refit = false;
-        ret = producer_new(&r->prod_opts, relay_on_delivery, relay_on_kafka_event, r, &r->prod, err, errlen);
+        ret = producer_new(&r->prod_opts, r->on_delivery, r->on_kafka_event, r, &r->prod, err, errlen);
         r->prod_opts.limits = NULL;
         r->prod_opts.nlimits = 0;
         free(l);

@@ -10,7 +10,7 @@
  * wait inside a read. The Relation message's OID is each row's table
  * identity: a row under a configured name whose OID is not the one the
  * relay started with, or of an outbox table under another name, stops the
- * relay at that row. See relay_private.h.
+ * relay at that row. See relay_parts.h.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 int relay_pgo_record(const struct pgo_event *ev, struct relay_pgo *p, struct w2j_record *ret_rec)
 {

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * What the relay tells the server and the operator: standby status updates
- * (write and flush LSN, on the interval, on request, soon after the ledger's
- * flush LSN moved), the reading of quick reply requests as a server
- * shutdown, the first failure and its exit status, the numbers /metrics and
- * /readyz serve, and the periodic stats line. See relay_private.h.
+ * What the relay tells the server, Kafka and the operator: standby status
+ * updates (write and flush LSN, on the interval, on request, soon after the
+ * ledger's flush LSN moved) and how far they may confirm (the least of what
+ * relay_watch.c and the ledger allow), the reading of quick reply requests
+ * as a server shutdown, the value of a checkpoint record, the first failure
+ * and its exit status, the numbers /metrics and /readyz serve, and the
+ * periodic stats line. The bottom of the relay's parts: it calls none of
+ * them. See relay_parts.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,9 +16,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "cloudevents.h"
 #include "log.h"
 #include "monoclock.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define STOPPING_QUICK 3          /* quick reply requests in a row: the server is shutting down */
 #define STOPPING_QUICK_MAX_MS 2000 /* a request this soon after our last update is quick (at most) */
@@ -271,7 +275,7 @@ void relay_publish_metrics(struct relay *r)
                 .streaming = r->streaming && !r->failure && r->state == RELAY_STATE_STREAMING,
                 .standby = r->standby.on,
                 .state = r->failure ? "failed" : r->state,
-                .blocked = relay_watch_blocked(r),
+                .blocked = relay_confirm_blocked(r),
                 .published_by_topic = r->stats.topics,
                 .errors_by_code = r->stats.errors,
                 .latency = &r->stats.latency,
@@ -281,4 +285,63 @@ void relay_publish_metrics(struct relay *r)
                 .txn_records = r->eos.stats_rows,
                 .txn_commit_latency = &r->eos.commit_latency,
         });
+}
+
+void relay_keep_answered(struct relay *r)
+{
+        if (r->prod)
+                producer_poll(r->prod);
+        if (!r->streaming)
+                return;
+        pgstream_flush(r->pg);
+        if (relay_maybe_send_status(r) < 0)
+                r->streaming = false;
+}
+
+uint64_t relay_confirmable_lsn(const struct relay *r)
+{
+        const struct relay_watch *w = &r->watch;
+        uint64_t c = ledger_flush_lsn(r->ledger);
+
+        if (w->ckpt_unknown)
+                return r->fb.sent_flush_lsn;
+        if (w->ckpt_acked < c)
+                c = w->ckpt_acked;
+        if (w->verified < c)
+                c = w->verified;
+        return c > r->fb.sent_flush_lsn ? c : r->fb.sent_flush_lsn;
+}
+
+const char *relay_confirm_blocked(const struct relay *r)
+{
+        const struct relay_watch *w = &r->watch;
+
+        if (!r->streaming)
+                return NULL;
+        if (w->side_down)
+                return "the side connection to the database is down: nothing new is confirmed until "
+                       "it is back";
+        if (w->ckpt_unknown)
+                return "the newest checkpoint could not be read from Kafka: nothing new is confirmed "
+                       "until it is";
+        return NULL;
+}
+
+int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size)
+{
+        const struct relay_watch *w = &r->watch;
+        int n;
+
+        c->timeline = r->sys.timeline;
+        snprintf(c->digest, sizeof(c->digest), "%s", w->digest);
+        snprintf(c->mapping, sizeof(c->mapping), "%s", w->mapping);
+        snprintf(c->mode, sizeof(c->mode), "%s", mode);
+        snprintf(c->writer, sizeof(c->writer), "%s", w->writer);
+        ce_format_time(relay_wall_us(), c->time, sizeof(c->time));
+        n = checkpoint_format(c, value, size);
+        if (n < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "cannot format a checkpoint record: %s", strerror(-n));
+                return -EIO;
+        }
+        return n;
 }

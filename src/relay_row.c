@@ -6,7 +6,7 @@
  * Kafka record with CloudEvents headers and a ledger ticket, a C line closes
  * the transaction; everything else is counted and ignored. A row that cannot
  * be published is dead-lettered or stops the relay, named by its work ID and
- * LSN. See relay_private.h.
+ * LSN. See relay_parts.h.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include "cloudevents.h"
 #include "envelope.h"
 #include "log.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define NONTX_LOG_GAP_MS 10000  /* non-transactional messages with the prefix: one log line this often */
 
@@ -387,10 +387,6 @@ void relay_handle_line(struct relay *r, const struct replmsg *m)
         char a[LSN_STRLEN];
         int ret;
 
-        if (r->pgo.dec) {
-                relay_pgo_line(r, m);
-                return;
-        }
         ret = w2j_decode(r->dec, m->data, m->data_len, &rec);
         if (ret < 0) {
                 relay_fail(r, RELAY_EXIT_DATA,

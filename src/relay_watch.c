@@ -2,8 +2,9 @@
 /*
  * What the relay keeps true while it runs, and how it knows before it
  * confirms. Two watchers gate every standby status update: the confirmed
- * LSN is the least of the ledger's flush LSN, the newest checkpoint Kafka
- * acknowledged, and the LSN the side connection last verified.
+ * LSN (relay_confirmable_lsn(), relay_report.c) is the least of the
+ * ledger's flush LSN, the newest checkpoint Kafka acknowledged, and the LSN
+ * the side connection last verified.
  *
  * The checkpoint (checkpoint.h): before a session streams, the newest
  * checkpoint of the slot is read and compared with the slot. A slot
@@ -20,7 +21,7 @@
  * publication unchanged, the slot unmoved since the relay read it, and this
  * relay's walsender not a synchronous standby. A round that passes verifies every LSN received
  * before it was sent. A failed check stops the relay without confirming
- * past the last verified LSN. See relay_private.h.
+ * past the last verified LSN. See relay_parts.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,16 +31,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cloudevents.h"
 #include "log.h"
 #include "publication.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define ROUND_MIN_GAP_MS 50       /* rounds at most this often while there is something to verify */
 #define SIDE_RETRY_MS 1000        /* after a lost side connection */
 #define CHECKPOINT_READ_MS 30000  /* reading the newest checkpoint, at most */
 #define CHECKPOINT_SLOW_MS 3000   /* a read still going after this long says why it waits */
-#define CHECKPOINT_ACK_MS 30000   /* waiting for a checkpoint written before streaming */
 #define TOPIC_MS 15000            /* creating or describing the checkpoint topic */
 #define CHECKPOINT_RETRY_MS 5000  /* reading it again while Kafka is away */
 #define TOPIC_RECHECK_MS 10000    /* the checkpoint topic's settings again while streaming, this often */
@@ -78,56 +77,7 @@ void relay_watch_free(struct relay *r)
         free(r->watch.tables);
 }
 
-uint64_t relay_confirmable_lsn(const struct relay *r)
-{
-        const struct relay_watch *w = &r->watch;
-        uint64_t c = ledger_flush_lsn(r->ledger);
-
-        if (w->ckpt_unknown)
-                return r->fb.sent_flush_lsn;
-        if (w->ckpt_acked < c)
-                c = w->ckpt_acked;
-        if (w->verified < c)
-                c = w->verified;
-        return c > r->fb.sent_flush_lsn ? c : r->fb.sent_flush_lsn;
-}
-
-const char *relay_watch_blocked(const struct relay *r)
-{
-        const struct relay_watch *w = &r->watch;
-
-        if (!r->streaming)
-                return NULL;
-        if (w->side_down)
-                return "the side connection to the database is down: nothing new is confirmed until "
-                       "it is back";
-        if (w->ckpt_unknown)
-                return "the newest checkpoint could not be read from Kafka: nothing new is confirmed "
-                       "until it is";
-        return NULL;
-}
-
-int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size)
-{
-        const struct relay_watch *w = &r->watch;
-        int n;
-
-        c->timeline = r->sys.timeline;
-        snprintf(c->digest, sizeof(c->digest), "%s", w->digest);
-        snprintf(c->mapping, sizeof(c->mapping), "%s", w->mapping);
-        snprintf(c->mode, sizeof(c->mode), "%s", mode);
-        snprintf(c->writer, sizeof(c->writer), "%s", w->writer);
-        ce_format_time(relay_wall_us(), c->time, sizeof(c->time));
-        n = checkpoint_format(c, value, size);
-        if (n < 0) {
-                relay_fail(r, RELAY_EXIT_RETRY, "cannot format a checkpoint record: %s", strerror(-n));
-                return -EIO;
-        }
-        return n;
-}
-
-/* Produce a checkpoint of @lsn. Returns 0, -ENOBUFS (queue full: later), or -EIO (recorded). */
-static int send_checkpoint(struct relay *r, uint64_t lsn)
+int relay_watch_send_checkpoint(struct relay *r, uint64_t lsn)
 {
         struct relay_watch *w = &r->watch;
         struct checkpoint c = {.lsn = lsn};
@@ -267,8 +217,7 @@ int relay_watch_verify_topic(struct relay *r, char *err, size_t errlen)
         return verify_topic(r, &missing, err, errlen);
 }
 
-/* `slot create`: the topic is there (made if missing) and can be trusted. Returns 0 or -EIO (recorded). */
-static int ensure_topic(struct relay *r)
+int relay_watch_ensure_topic(struct relay *r)
 {
         char err[ERRLEN];
         bool missing;
@@ -280,34 +229,6 @@ static int ensure_topic(struct relay *r)
         if (ret < 0)
                 return -EIO;
         return missing && create_topic(r) < 0 ? -EIO : 0;
-}
-
-/* Write a checkpoint of @lsn and wait for Kafka to acknowledge it. Returns 0 or -EIO (recorded). */
-static int checkpoint_now(struct relay *r, uint64_t lsn)
-{
-        struct relay_watch *w = &r->watch;
-        int64_t deadline = relay_mono_ms() + CHECKPOINT_ACK_MS;
-        int ret;
-
-        while ((ret = send_checkpoint(r, lsn)) == -ENOBUFS && !r->failure && !*r->stop &&
-               relay_mono_ms() < deadline)
-                relay_wait(r, 100, 0);
-        if (ret < 0) {
-                if (ret == -ENOBUFS && !r->failure && !*r->stop)
-                        relay_fail(r, RELAY_EXIT_RETRY, "librdkafka's queue stayed full for %d s: cannot "
-                                   "write the checkpoint record", CHECKPOINT_ACK_MS / 1000);
-                return -EIO;
-        }
-        while (w->ckpt_inflight && !r->failure && !*r->stop && relay_mono_ms() < deadline)
-                relay_wait(r, 100, 0);
-        if (r->failure || *r->stop)
-                return -EIO;
-        if (w->ckpt_acked < lsn) {
-                relay_fail(r, RELAY_EXIT_RETRY, "Kafka did not acknowledge the checkpoint record within %d "
-                           "s", CHECKPOINT_ACK_MS / 1000);
-                return -EIO;
-        }
-        return 0;
 }
 
 /*
@@ -882,7 +803,7 @@ static void maybe_checkpoint(struct relay *r)
         }
         if (relay_mono_ms() - w->ckpt_sent_ms < STATUS_MIN_GAP_MS && relay_status_due_ms(r) > 0)
                 return;
-        send_checkpoint(r, target);
+        relay_watch_send_checkpoint(r, target);
 }
 
 /*
@@ -962,63 +883,3 @@ void relay_watch_serve(struct relay *r)
         maybe_checkpoint(r);
 }
 
-int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen)
-{
-        volatile sig_atomic_t never = 0;
-        struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .stop = &never, .stop_fd = -1,
-                          .state = "slot create"};
-        struct pgstream_system sys;
-        struct pgstream *pg = NULL;
-        int ret = -EIO;
-
-        r.ledger = ledger_new(LSN_INVALID);
-        r.prod_props = calloc(2 * conf->nprops + 1, sizeof(*r.prod_props));
-        if (!r.ledger || !r.prod_props || relay_watch_init(&r) < 0) {
-                snprintf(err, errlen, "out of memory");
-                goto out;
-        }
-        for (size_t i = 0; i < conf->nprops; i++) {
-                r.prod_props[2 * i] = conf->props[i].name;
-                r.prod_props[2 * i + 1] = conf->props[i].value;
-        }
-        r.prod_opts = (struct producer_options){.brokers = conf->brokers, .props = r.prod_props,
-                                                .nprops = conf->nprops};
-        if (pgstream_connect(conf->conninfo, &pg, &sys, err, errlen) < 0)
-                goto out;
-        r.sys = sys;
-        snprintf(r.system_id, sizeof(r.system_id), "%s", sys.system_id);
-        snprintf(r.pre.dbname, sizeof(r.pre.dbname), "%s", sys.dbname);
-        if (producer_new(&r.prod_opts, relay_on_delivery, relay_on_kafka_event, &r, &r.prod, err,
-                         errlen) < 0)
-                goto out;
-        if (producer_check_brokers(r.prod, 10000, err, errlen) < 0) {
-                char why[512];
-
-                snprintf(why, sizeof(why), "%s", err);
-                snprintf(err, errlen, "the slot was created, but its first checkpoint cannot be written: "
-                         "no Kafka broker of \"%s\" answered within 10 s (%s). Give `slot create` the "
-                         "relay's -b and -X settings and run `slot drop --yes` and `slot create` again, or "
-                         "start the relay once with --accept-slot-position=%s", conf->brokers, why,
-                         lsn_format(lsn, (char[LSN_STRLEN]){0}));
-                goto out;
-        }
-        /* No mapping: `slot create` streams nothing; the first relay writes its own. */
-        r.watch.mapping[0] = r.watch.digest[0] = '\0';
-        if (checkpoint_key(r.system_id, r.pre.dbname, conf->slot, r.watch.key, sizeof(r.watch.key)) < 0 ||
-            ensure_topic(&r) < 0 || checkpoint_now(&r, lsn) < 0) {
-                if (r.failure == RELAY_EXIT_ENVIRONMENT)
-                        ret = -EINVAL;
-                snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
-                         "above); a relay started now will refuse the slot until it is accepted with "
-                         "--accept-slot-position", conf->checkpoint_topic);
-                goto out;
-        }
-        ret = 0;
-out:
-        pgstream_free(pg);
-        producer_free(r.prod);
-        relay_watch_free(&r);
-        ledger_free(r.ledger);
-        free(r.prod_props);
-        return ret;
-}

@@ -16,7 +16,7 @@
 
 #include "lsn.h"
 #include "pgoutput.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 #include "unit_check.h"
 #include "wal2json.h"
 

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "unit_check.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 #define TOPIC "orders"
 #define DEAD "dead"
@@ -69,6 +69,8 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
         CHECK(pipe2(w->pipefd, O_NONBLOCK) == 0);
         w->r.conf = &w->conf;
         w->r.guarantee = relay_guarantee_of(&w->conf);
+        w->r.on_delivery = relay_on_delivery;
+        w->r.on_kafka_event = relay_on_kafka_event;
         w->r.stop = &stop_flag;
         w->r.stop_fd = w->pipefd[0];
         w->r.ledger = ledger_new(LSN_INVALID);

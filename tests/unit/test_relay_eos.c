@@ -6,7 +6,7 @@
  * than what the operator set.
  */
 #include "unit_check.h"
-#include "relay_private.h"
+#include "relay_parts.h"
 
 static void test_live_stream_keeps_the_bound(void)
 {

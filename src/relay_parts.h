@@ -1,32 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The orchestrator's own header, shared by its files and nothing else:
+ * The relay's state and its parts' interfaces, shared by relay.c and its
+ * parts and nothing else. The family has no circle: relay.c at the top
+ * runs the loop (the one wait, relay_wait()) and calls its parts; no part
+ * calls relay.c, and each calls only the parts below it:
  *
  *   relay.c         how the loop turns: start, sessions, the one wait,
- *                   reconnects, the warm standby, stop
- *   relay_row.c     what happens to one decoded record and one outbox row
- *   relay_guarantee.c  the row path's hooks at BEGIN, each record and
- *                   COMMIT (relay_guarantee.h): at-least-once, exactly-once
+ *                   reconnects, the warm standby, stop, `slot create`'s
+ *                   first checkpoint
  *   relay_pgoutput.c  what a pgoutput message becomes: records in wal2json.h's
  *                   form, the table's identity by OID (--plugin=pgoutput)
- *   relay_ack.c     what happens on an ack or a nack (delivery reports,
- *                   the dead-letter topic)
+ *   relay_row.c     what happens to one decoded record and one outbox row,
+ *                   through the guarantee's hooks (relay_guarantee.h)
+ *   relay_ack.c     a record handed to librdkafka, and what happens on its
+ *                   ack or nack (delivery reports, the dead-letter topic)
  *   relay_limit.c   topics' max.message.bytes, and a producer whose record
  *                   batches fit them
- *   relay_report.c  what the relay tells the server (standby status updates)
- *                   and the operator (failures, metrics, the stats line)
- *   relay_watch.c   what it keeps true while it runs, and so how far it may
- *                   confirm: the checkpoint record, the side connection's
- *                   catalog checks
+ *   relay_watch.c   what it keeps true while it runs: the checkpoint
+ *                   record's verdicts, the side connection's catalog checks
+ *   relay_guarantee.c  the row path's hooks: at-least-once, exactly-once
  *   relay_eos.c     --exactly-once: how transactions become Kafka
  *                   transactions with their checkpoint (its own header,
  *                   relay_eos.h: its struct and hooks)
+ *   relay_report.c  what the relay tells the server (standby status updates,
+ *                   and how far it may confirm), Kafka (the checkpoint
+ *                   record's value) and the operator (failures, metrics,
+ *                   the stats line)
+ *
+ * No part waits: what cannot go on holds its record back (r->held_back) or
+ * is a state the loop advances (relay_eos_step()).
  *
  * struct relay groups its state the way pg_basebackup's StreamCtl does: the
  * leaf modules it joins, then one sub-struct per question.
  */
-#ifndef RELAY_RELAY_PRIVATE_H
-#define RELAY_RELAY_PRIVATE_H
+#ifndef RELAY_RELAY_PARTS_H
+#define RELAY_RELAY_PARTS_H
 
 #include <poll.h>
 #include <signal.h>
@@ -244,6 +252,9 @@ struct relay {
         struct ledger *ledger;
         struct producer *prod;
         struct producer_options prod_opts;
+        /* the callbacks every producer of the relay gets: relay_on_delivery(), relay_on_kafka_event() */
+        producer_dr_fn *on_delivery;
+        producer_event_fn *on_kafka_event;
         const char **prod_props;   /* name, value pairs for prod_opts */
         struct pgstream *pg;       /* the replication connection, while a session lasts */
         bool streaming;            /* START_REPLICATION succeeded on pg */
@@ -303,41 +314,18 @@ struct relay {
  * reloads, consumes and flushes the replication connection, serves delivery
  * reports, answers HTTP, sends a due standby status update, refreshes the
  * metrics. Every place that waits calls it; none has a poll() of its own.
- * Returns 0, or -EIO after recording a lost replication connection.
+ * Only relay.c calls it (the parts never wait; the unit tests do, as its
+ * loop would). Returns 0, or -EIO after recording a lost replication
+ * connection.
  */
 int relay_wait(struct relay *r, int timeout_ms, unsigned flags);
-
-/*
- * relay_produce() - producer_send(@m), never waiting. Returns 0; -EAGAIN
- * when librdkafka's queue is full (queue.buffering.max.messages or
- * .kbytes): nothing was sent, r->held_back and r->kafka_full are set, and
- * the caller undoes what it did and leaves the record to be offered again
- * after the next wait (which serves delivery reports); -EIO with
- * @ret_error as producer_send().
- */
-int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error);
-
-/*
- * relay_keep_answered() - without waiting: serve delivery reports, flush the
- * replication connection's output and send a due standby status update.
- * For a blocking call repeated in a loop (an abort's) that must not wait
- * in relay_wait().
- */
-void relay_keep_answered(struct relay *r);
-
-/*
- * relay_backpressured() - true while the in-flight bounds (messages, bytes)
- * are reached, librdkafka's queue was full at the last produce, a topic's
- * limit is being read, or a failed delivery report waits to be handled
- * (its dead-letter copy goes first): nothing more is offered until then.
- */
-bool relay_backpressured(const struct relay *r);
 
 /* relay_row.c: lines and rows */
 
 /*
- * relay_handle_line() - decode and act on one XLogData @m: a wal2json line,
- * or with --plugin=pgoutput a pgoutput message (relay_pgo_line()).
+ * relay_handle_line() - decode and act on one XLogData @m, a wal2json line
+ * (format-version 2; wal2json's README). With --plugin=pgoutput relay.c
+ * gives the message to relay_pgo_line() instead.
  */
 void relay_handle_line(struct relay *r, const struct replmsg *m);
 
@@ -389,7 +377,25 @@ size_t relay_headers(struct relay *r, const struct w2j_record *rec, const struct
 
 /* relay_ack.c: delivery reports */
 
-/* on_delivery() - the producer's delivery report callback (producer_dr_fn). */
+/*
+ * relay_produce() - producer_send(@m), never waiting. Returns 0; -EAGAIN
+ * when librdkafka's queue is full (queue.buffering.max.messages or
+ * .kbytes): nothing was sent, r->held_back and r->kafka_full are set, and
+ * the caller undoes what it did and leaves the record to be offered again
+ * after the next wait (which serves delivery reports); -EIO with
+ * @ret_error as producer_send().
+ */
+int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error);
+
+/*
+ * relay_backpressured() - true while the in-flight bounds (messages, bytes)
+ * are reached, librdkafka's queue was full at the last produce, a topic's
+ * limit is being read, or a failed delivery report waits to be handled
+ * (its dead-letter copy goes first): nothing more is offered until then.
+ */
+bool relay_backpressured(const struct relay *r);
+
+/* relay_on_delivery() - the producer's delivery report callback (producer_dr_fn). */
 void relay_on_delivery(void *ctx, const struct producer_report *rep);
 
 /* relay_on_kafka_event() - the producer's event callback (producer_event_fn). */
@@ -505,14 +511,6 @@ void relay_limits_free(struct relay *r);
 
 /* relay_watch.c: what the relay keeps true */
 
-/*
- * relay_checkpoint_value() - @c (its LSN fields set by the caller) completed
- * with this relay's digest, mapping, @mode, writer and the time now, and
- * formatted into @value (@size bytes, CHECKPOINT_VALUE_MAX suffice). Returns
- * the bytes written, or -EIO after relay_fail() when it does not fit.
- */
-int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size);
-
 /* relay_watch_init() - the mapping and its digest, the side connection. Returns 0 or -ENOMEM. */
 int relay_watch_init(struct relay *r);
 
@@ -537,6 +535,22 @@ int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot
  */
 int relay_watch_verify_topic(struct relay *r, char *err, size_t errlen);
 
+/*
+ * relay_watch_ensure_topic() - `slot create`: the checkpoint topic is there
+ * (created with durable settings if missing) and can be trusted. Returns 0
+ * or -EIO (recorded).
+ */
+int relay_watch_ensure_topic(struct relay *r);
+
+/*
+ * relay_watch_send_checkpoint() - produce a checkpoint record of @lsn
+ * (checkpoint.h's format) outside any Kafka transaction; its delivery
+ * report (relay_watch_checkpoint_report()) makes it acknowledged. Never
+ * waits. Returns 0, -ENOBUFS (librdkafka's queue is full: try again after
+ * a wait), or -EIO (recorded).
+ */
+int relay_watch_send_checkpoint(struct relay *r, uint64_t lsn);
+
 /* relay_watch_standby() - a warm standby's look, now and then: the active relay's mapping is this one's. */
 int relay_watch_standby(struct relay *r);
 
@@ -559,6 +573,8 @@ void relay_watch_serve(struct relay *r);
 /* relay_watch_checkpoint_report() - the delivery report of a checkpoint record. */
 void relay_watch_checkpoint_report(struct relay *r, const struct producer_report *rep);
 
+/* relay_report.c: the server and the operator */
+
 /*
  * relay_confirmable_lsn() - the LSN the relay may confirm now: the least of
  * the ledger's flush LSN, the newest acknowledged checkpoint and the
@@ -566,12 +582,24 @@ void relay_watch_checkpoint_report(struct relay *r, const struct producer_report
  */
 uint64_t relay_confirmable_lsn(const struct relay *r);
 
-/* relay_watch_blocked() - why nothing new is confirmed now, for /readyz, or NULL. */
-const char *relay_watch_blocked(const struct relay *r);
+/* relay_confirm_blocked() - why nothing new is confirmed now, for /readyz, or NULL. */
+const char *relay_confirm_blocked(const struct relay *r);
 
+/*
+ * relay_checkpoint_value() - @c (its LSN fields set by the caller) completed
+ * with this relay's digest, mapping, @mode, writer and the time now, and
+ * formatted into @value (@size bytes, CHECKPOINT_VALUE_MAX suffice). Returns
+ * the bytes written, or -EIO after relay_fail() when it does not fit.
+ */
+int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size);
 
-
-/* relay_report.c: the server and the operator */
+/*
+ * relay_keep_answered() - without waiting: serve delivery reports, flush the
+ * replication connection's output and send a due standby status update.
+ * For a blocking call repeated in a loop (an abort's) that must not wait
+ * in relay_wait().
+ */
+void relay_keep_answered(struct relay *r);
 
 /* relay_fail() - record the first failure (an enum relay_exit) and log it; later ones are logged only. */
 void relay_fail(struct relay *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
