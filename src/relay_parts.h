@@ -54,10 +54,11 @@
 #include "preflight.h"
 #include "producer.h"
 #include "record.h"
-#include "relay.h"
 #include "replmsg.h"
 #include "sdnotify.h"
 #include "wal2json.h"
+
+struct relay_reload;  /* relay.h: relay_run()'s SIGHUP reload, only relay.c uses it */
 
 #define ERRLEN 1024
 #define MAX_HEADERS (16 + RECORD_HEADERS_MAX) /* the relay's own, then the row's */
