@@ -548,7 +548,7 @@ static int eos_session(struct relay *r)
         char err[ERRLEN];
 
         r->prod = producer_free(r->prod);
-        r->eos.open = false;
+        r->eos.open = r->eos.aborting = false;
         if (new_producer(r, err, sizeof(err)) < 0) {
                 if (!r->failure)
                         relay_fail(r, RELAY_EXIT_RETRY, "cannot create the Kafka producer: %s", err);
@@ -845,7 +845,7 @@ static int recover(struct relay *r)
                 log_warning("discarding the Kafka producer with %" PRIu64 " messages unacknowledged: "
                             "they will be sent again", ledger_outstanding(r->ledger));
                 r->prod = producer_free(r->prod);
-                r->eos.open = false;
+                r->eos.open = r->eos.aborting = false;
                 if (new_producer(r, err, sizeof(err)) < 0) {
                         /* A topic's limit no new producer can fit stops the relay (recorded). */
                         if (r->failure && r->failure != RELAY_EXIT_RETRY)

@@ -291,8 +291,12 @@ static int abort_open(struct relay *r, bool once)
         bool timed_out;
         int ret;
 
-        if (!x->open)
+        /* An abort begun with @once is carried on by its caller alone, to its end. */
+        assert(once || !x->aborting);
+        if (!x->open) {
+                x->aborting = false;
                 return 0;
+        }
         if (!x->aborting) {
                 /* Acknowledged is not committed: no checkpoint in this session may claim what it held. */
                 x->aborted = true;

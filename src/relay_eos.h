@@ -207,7 +207,8 @@ uint64_t relay_eos_stop_target(const struct relay *r, uint64_t flush);
  * from the top of the loop (end_session(), recover()): one call of
  * librdkafka's abort_transaction(), at most 200 ms. Returns 0; -EAGAIN
  * when the abort is under way: the caller waits (relay_wait()) and calls
- * again, until TXN_MS has passed; or -EIO (recorded).
+ * again, and must keep calling until it gets something else (at most
+ * TXN_MS, 60 s, after the first call); or -EIO (recorded).
  */
 int relay_eos_abort(struct relay *r);
 

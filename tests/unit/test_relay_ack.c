@@ -913,6 +913,39 @@ static void test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_le
  * as a row's record is. It once stopped the relay with exit 3, "the
  * dead-letter publish ... failed too", since _STATE is no error a retry cures.
  */
+/*
+ * An abort from the top of the loop (end_session(), recover()): one call of
+ * abort_transaction() at a time, -EAGAIN while the coordinator is slow to
+ * answer, the loop's own wait between calls (relay_eos.c never waits);
+ * then the transaction is gone, counted, and nothing may be checkpointed
+ * past it in this session.
+ */
+static void test_eos_abort_from_the_top_takes_turns_with_the_wait(void)
+{
+        struct world w;
+        int again = 0, ret;
+
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        CHECK_INT(produce_eos_row(&w, "abort-1"), 0);
+        for (int i = 0; i < 500 && w.r.eos.pending > 0; i++)
+                relay_wait(&w.r, 10, 0);
+        CHECK_INT(w.r.eos.pending, 0);
+        rd_kafka_mock_broker_set_rtt(w.mc, 1, 700);    /* longer than one call's 200 ms */
+        while ((ret = relay_eos_abort(&w.r)) == -EAGAIN && again < 100) {
+                CHECK(w.r.eos.aborting);
+                again++;
+                relay_wait(&w.r, 0, 0);
+        }
+        CHECK_INT(ret, 0);
+        CHECK(again >= 1);
+        CHECK(!w.r.eos.aborting);
+        CHECK(!w.r.eos.open);
+        CHECK(w.r.eos.aborted);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK_INT(w.r.failure, 0);
+        world_close(&w);
+}
+
 static void test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts(void)
 {
         struct world w;
@@ -1182,6 +1215,7 @@ int main(void)
         test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
         test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_letter_copy();
         test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts();
+        test_eos_abort_from_the_top_takes_turns_with_the_wait();
         test_full_queue_holds_the_record_back();
         test_dead_letter_copy_held_back_by_a_full_queue_goes_once();
         test_limit_read_while_streaming_holds_the_record_back();
