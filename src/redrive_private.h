@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The redrive command's own header, shared by its three files and nothing
- * else:
+ * The redrive command's own header, shared by its four files and nothing
+ * else. They stand in layers, each calling only those below it:
  *
- *   redrive.c              the selection, the redrive headers, sending
- *                          within the in-flight bounds and waiting for
- *                          delivery reports, what is reported at the end
+ *   redrive.c              the command: what was asked, one of the paths,
+ *                          the wait for every delivery report, the report
+ *                          at the end
  *   redrive_table.c        records from the outbox table(s), with SQL
  *   redrive_dead_letter.c  records from the dead-letter topic
+ *   redrive_kit.c          what they share: times, headers, quoting, the
+ *                          requested work IDs, sending within the
+ *                          in-flight bounds while serving delivery reports
  */
 #ifndef RELAY_REDRIVE_PRIVATE_H
 #define RELAY_REDRIVE_PRIVATE_H
@@ -75,6 +78,16 @@ int redrive_kafka_start(struct redrive *rd, char *err, size_t errlen);
  */
 int redrive_send(struct redrive *rd, struct producer_msg *m, const char *work_id, size_t id_len,
                  const char *from);
+
+/*
+ * redrive_drain() - wait for every delivery report of what was sent; after
+ * a producer failure at most REDRIVE_KAFKA_TIMEOUT_MS, then what is left
+ * counts as failed.
+ */
+void redrive_drain(struct redrive *rd);
+
+/* redrive_wall_us() - this host's clock, µs since the Unix epoch. */
+int64_t redrive_wall_us(void);
 
 /* redrive_wanted() - true when no work IDs were requested, or @id (@len bytes) is one of them. */
 bool redrive_wanted(const struct redrive *rd, const char *id, size_t len);
