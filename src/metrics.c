@@ -280,6 +280,10 @@ int metrics_format(const struct metrics_snapshot *s, const char *slot, char *buf
                (unsigned long long)s->c.refused_batches);
         METRIC("counter", "producer_restarts_total", "Kafka producers discarded and recreated.", "%llu",
                (unsigned long long)s->c.producer_restarts);
+        METRIC("counter", "kafka_queue_full_total", "Records librdkafka refused because its queue was "
+               "full (-X queue.buffering.max.messages or .kbytes): each row waited for delivery reports "
+               "and was offered again. Rising steadily: those bounds are below --max-inflight-messages "
+               "or --max-inflight-bytes.", "%llu", (unsigned long long)s->c.queue_full);
         METRIC("counter", "status_updates_total", "Standby status updates sent.", "%llu",
                (unsigned long long)s->c.status_updates);
         METRIC("gauge", "confirmed_flush_lsn", "LSN confirmed to the server, in bytes.", "%llu",

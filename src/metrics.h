@@ -32,6 +32,7 @@ struct metrics_counters {
         uint64_t standby_checks;       /* looks at a slot another process holds (warm standby) */
         uint64_t refused_batches;      /* topics whose batches the broker refused as too large, each time */
         uint64_t producer_restarts;
+        uint64_t queue_full;           /* produces refused by librdkafka's full queue (the row held back) */
         uint64_t status_updates;
 };
 

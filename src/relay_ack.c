@@ -35,6 +35,7 @@ int relay_produce(struct relay *r, const struct producer_msg *m, struct producer
         /* librdkafka's queue is full: the next wait serves delivery reports, then it is offered again. */
         r->kafka_full = true;
         r->held_back = true;
+        r->stats.c.queue_full++;
         return -EAGAIN;
 }
 

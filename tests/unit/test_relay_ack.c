@@ -1011,6 +1011,7 @@ static void test_full_queue_holds_the_record_back(void)
         CHECK(w.r.held_back);
         CHECK(w.r.kafka_full);
         CHECK(relay_backpressured(&w.r));
+        CHECK_INT(w.r.stats.c.queue_full, 1);          /* outbox_relay_kafka_queue_full_total */
         CHECK_INT(w.r.stats.c.acked, 0);
         w.r.held_back = false;
         for (int i = 0; i < 300 && ret == -EAGAIN; i++) {
