@@ -969,6 +969,11 @@ int producer_topic_max_bytes_answer(struct producer *p, int64_t *ret_bytes, char
         return p->limit_ret;
 }
 
+bool producer_topic_max_bytes_answered(const struct producer *p)
+{
+        return p->limit_answered;
+}
+
 void producer_topic_max_bytes_forget(struct producer *p)
 {
         p->limit_seq = 0;

@@ -298,6 +298,13 @@ int producer_topic_max_bytes_ask(struct producer *p, const char *topic, int time
  */
 int producer_topic_max_bytes_answer(struct producer *p, int64_t *ret_bytes, char *err, size_t errlen);
 
+/*
+ * producer_topic_max_bytes_answered() - the answer to the open
+ * producer_topic_max_bytes_ask() has come (producer_poll() took it) and
+ * producer_topic_max_bytes_answer() has not taken it yet. Takes nothing.
+ */
+bool producer_topic_max_bytes_answered(const struct producer *p);
+
 /* producer_topic_max_bytes_forget() - stop waiting for the open question: its answer is dropped. */
 void producer_topic_max_bytes_forget(struct producer *p);
 

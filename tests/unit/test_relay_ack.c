@@ -1105,10 +1105,11 @@ static void test_limit_read_while_streaming_holds_the_record_back(void)
         CHECK_INT(relay_fit_topic(&w.r, "other"), -EINPROGRESS);
         CHECK_STR(w.r.limits.asking, "other");
         /* its answer (the mock's timeout) in, but the session ends first */
-        for (int i = 0; i < 50; i++) {
+        for (int i = 0; i < 400 && !producer_topic_max_bytes_answered(w.r.prod); i++) {
                 usleep(10000);
                 producer_poll(w.r.prod);
         }
+        CHECK(producer_topic_max_bytes_answered(w.r.prod));
         w.r.streaming = false;
         relay_limit_serve(&w.r);
         CHECK(!relay_limit_asking(&w.r));
