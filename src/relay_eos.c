@@ -230,7 +230,9 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
 
 bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e)
 {
-        return relay_eos_on(r) && r->eos.refused && e->code == PRODUCER_ERR_INVALID_TXN_STATE;
+        /* Only for an abort: INVALID_TXN_STATE at any other step is not this. */
+        return relay_eos_on(r) && (r->eos.refused || r->eos.aborted) &&
+               e->code == PRODUCER_ERR_INVALID_TXN_STATE;
 }
 
 bool relay_eos_poisoned(const struct relay *r, uint64_t end_lsn, const char *work_id, size_t len,
@@ -339,9 +341,15 @@ static int abort_open(struct relay *r, bool once)
         if (timed_out)
                 return -EIO;
         if (ret < 0 && relay_eos_abort_refused(r, &e)) {
-                relay_fail(r, RELAY_EXIT_RETRY, "cannot abort the Kafka transaction: %s (%s), since the "
-                           "coordinator never began it (%s); a new producer streams again from the slot",
-                           e.text, e.name, x->fail_text);
+                if (x->refused)
+                        relay_fail(r, RELAY_EXIT_RETRY, "cannot abort the Kafka transaction: %s (%s), since "
+                                   "the coordinator never began it (%s); a new producer streams again from "
+                                   "the slot", e.text, e.name, x->fail_text);
+                else
+                        relay_fail(r, RELAY_EXIT_RETRY, "cannot abort the Kafka transaction: %s (%s): the "
+                                   "coordinator holds no such transaction (its records never reached it: "
+                                   "a topic gone, or not yet known); a new producer settles it and streams "
+                                   "again from the slot", e.text, e.name);
                 r->producer_broken = true;
                 return -EIO;
         }

@@ -215,9 +215,11 @@ int relay_eos_abort(struct relay *r);
 /*
  * relay_eos_abort_refused() - is @e, a fatal producer error, the
  * coordinator's INVALID_TXN_STATE for the abort of a transaction it never
- * began because it refused a record's topic (librdkafka 2.0.2 sends that
- * EndTxn anyway)? Then a new producer may go on: the replay meets the
- * refused row's --on-error policy.
+ * began (librdkafka 2.0.2 sends that EndTxn anyway): because it refused a
+ * record's topic, or because no record reached it (its topic deleted and
+ * not known, the session ended first)? Then a new producer may go on: its
+ * init_transactions() settles the coordinator, and the replay meets a
+ * refused row's --on-error policy or the next session's own checks.
  */
 bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e);
 

@@ -32,6 +32,7 @@
 #define DEAD "dead"
 #define KAFKA_API_PRODUCE 0  /* Kafka protocol ApiKey of ProduceRequest */
 #define KAFKA_API_ADD_PARTITIONS_TO_TXN 24
+#define KAFKA_API_END_TXN 26
 
 static volatile sig_atomic_t stop_flag;
 
@@ -946,6 +947,38 @@ static void test_eos_abort_from_the_top_takes_turns_with_the_wait(void)
         world_close(&w);
 }
 
+/*
+ * The session ended (the walsender terminated) while the open Kafka
+ * transaction held a record the coordinator never took in (its topic
+ * deleted: AddPartitionsToTxn never sent), no delivery report yet. The
+ * abort's EndTxn met INVALID_TXN_STATE, which librdkafka makes fatal. A
+ * new producer settles that (init_transactions()); the relay streams again
+ * rather than stop (exit 3) naming an error that no operator can act on.
+ * CI found it (stop 31): the next session's own checks name the real cause.
+ */
+static void test_eos_abort_meeting_invalid_txn_state_takes_a_new_producer(void)
+{
+        struct world w;
+        int ret, again = 0;
+
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        CHECK_INT(produce_eos_row(&w, "abort-state-1"), 0);
+        for (int i = 0; i < 500 && w.r.eos.pending > 0; i++)
+                relay_wait(&w.r, 10, 0);
+        CHECK_INT(w.r.eos.pending, 0);
+        CHECK(!w.r.eos.refused);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_END_TXN, 1, RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
+        while ((ret = relay_eos_abort(&w.r)) == -EAGAIN && again++ < 400)
+                relay_wait(&w.r, 10, 0);
+        CHECK_INT(ret, -EIO);
+        for (int i = 0; i < 20; i++)
+                relay_wait(&w.r, 10, 0);       /* the fatal event too, if librdkafka raises one */
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK(w.r.producer_broken);
+        CHECK(!w.r.eos.open);
+        world_close(&w);
+}
+
 static void test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts(void)
 {
         struct world w;
@@ -1218,6 +1251,7 @@ int main(void)
         test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_letter_copy();
         test_eos_dead_letter_copy_refused_by_a_failed_transaction_aborts();
         test_eos_abort_from_the_top_takes_turns_with_the_wait();
+        test_eos_abort_meeting_invalid_txn_state_takes_a_new_producer();
         test_full_queue_holds_the_record_back();
         test_dead_letter_copy_held_back_by_a_full_queue_goes_once();
         test_limit_read_while_streaming_holds_the_record_back();
