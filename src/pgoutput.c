@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * pgoutput protocol version 1 decoder: each transaction's messages are held
- * (memory, then a file) until its Commit brings the end LSN, then parsed in
- * place and handed out as events. See pgoutput.h for the format.
+ * pgoutput decoder, protocol version 1 or 2 (streaming): each transaction's
+ * messages are held (memory, then a file) until its Commit or Stream Commit
+ * brings the end LSN, then parsed in place and handed out as events. See
+ * pgoutput.h for the format.
  */
 #include "pgoutput.h"
 
@@ -16,8 +17,11 @@
 
 /* µs from the Unix epoch to PostgreSQL's, 2000-01-01 00:00 UTC. */
 #define PG_EPOCH_US (INT64_C(946684800) * 1000000)
-/* A held message: its length and XLogData start, then its bytes and one spare byte. */
-#define ENTRY_HDR (sizeof(uint32_t) + sizeof(uint64_t))
+/*
+ * A held message: its length, XLogData start and (streamed) the xid it
+ * carried, then its bytes (without that xid) and one spare byte.
+ */
+#define ENTRY_HDR (sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint32_t))
 /* Bytes of the stdio buffer of a transaction's file (writing it and reading it back). */
 #define PGO_FILE_BUFFER ((size_t)256 * 1024)
 /* Memory kept for the next transaction after a larger one was handed out. */
@@ -37,8 +41,40 @@ enum hand {
         HAND_COMMIT,   /* the COMMIT event is next */
 };
 
+/* Held messages: in memory first, then (once the decoder's memory is spent) all in a file. */
+struct store {
+        char *buf;
+        size_t len, cap;
+        FILE *file;
+        uint64_t file_bytes;
+};
+
+/*
+ * A run of a streamed transaction's held messages: from @off (bytes into
+ * its store) on, the messages carried @xid, until one carried another. A
+ * logical message carries the top-level xid whichever subtransaction wrote
+ * it (reorderbuffer.c, ReorderBufferApplyMessage()), so it neither starts
+ * nor ends a run; @m_before: one came after the previous run's last message
+ * and before this run, so it may be this run's subtransaction's.
+ */
+struct run {
+        uint64_t off;
+        uint32_t xid;
+        bool m_before;
+};
+
+/* A transaction streamed before its commit (protocol version 2): Stream Start to Stream Commit or Abort. */
+struct stream {
+        uint32_t xid;
+        struct store st;
+        struct run *runs;
+        size_t nruns, runs_cap;
+        bool m_since;               /* a logical message since the last message that carried an xid */
+};
+
 struct pgo_decoder {
         size_t txn_memory;
+        size_t mem_used;            /* bytes held in memory, over every store */
         enum state state;
 
         /* Relations, in the order first described; an OID at most once. */
@@ -46,22 +82,22 @@ struct pgo_decoder {
         size_t nrels;
         size_t last_rel;            /* index of the last one looked up */
 
-        /* The transaction: its Begin, then its Commit. */
+        /* The transaction: its Begin, then its Commit (or its Stream Commit). */
         uint32_t xid;
         uint64_t final_lsn;
         int64_t begin_time_us;
         uint64_t end_lsn;
         int64_t commit_time_us;
+        struct store cur;
 
-        /* Held messages: in memory first, then (once memory is full) all in the file. */
-        char *buf;
-        size_t len, cap;
-        FILE *file;
-        uint64_t file_bytes;
+        /* Streamed transactions not yet committed or aborted; @block: the one a Stream Start opened. */
+        struct stream *streams;
+        size_t nstreams, streams_cap;
+        struct stream *block;
 
         /* Handing out. */
         enum hand hand;
-        size_t off;                 /* next held message in @buf */
+        size_t off;                 /* next held message in cur.buf */
         bool pending;               /* a message outside a transaction: its event */
         struct pgo_event ev;
         char *rec;                  /* a message read back from the file, or copied to be parsed */
@@ -132,6 +168,13 @@ static bool rd_u64(struct rd *r, uint64_t *ret)
         return true;
 }
 
+static uint32_t be32(const char *p)
+{
+        const unsigned char *u = (const unsigned char *)p;
+
+        return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
 /* A String: NUL-terminated within the message. */
 static bool rd_str(struct rd *r, const char **ret, size_t *ret_len)
 {
@@ -166,18 +209,26 @@ struct pgo_decoder *pgo_decoder_new(size_t txn_memory)
         return d;
 }
 
+/* Empty @st, keeping up to BUF_KEEP bytes of memory when @keep. */
+static void drop_store(struct pgo_decoder *d, struct store *st, bool keep)
+{
+        if (st->file)
+                fclose(st->file);
+        st->file = NULL;
+        st->file_bytes = 0;
+        d->mem_used -= st->len;
+        st->len = 0;
+        if (!keep || st->cap > BUF_KEEP) {
+                free(st->buf);
+                st->buf = NULL;
+                st->cap = 0;
+        }
+}
+
 static void drop_transaction(struct pgo_decoder *d)
 {
-        if (d->file)
-                fclose(d->file);
-        d->file = NULL;
-        d->file_bytes = 0;
-        d->len = d->off = 0;
-        if (d->cap > BUF_KEEP) {
-                free(d->buf);
-                d->buf = NULL;
-                d->cap = 0;
-        }
+        drop_store(d, &d->cur, true);
+        d->off = 0;
         if (d->rec_cap > BUF_KEEP) {
                 free(d->rec);
                 d->rec = NULL;
@@ -185,9 +236,24 @@ static void drop_transaction(struct pgo_decoder *d)
         }
 }
 
+/* Forget the streamed transaction @s (one of d->streams). */
+static void drop_stream(struct pgo_decoder *d, struct stream *s)
+{
+        drop_store(d, &s->st, false);
+        free(s->runs);
+        if (d->block == s)
+                d->block = NULL;
+        *s = d->streams[--d->nstreams];
+        if (d->block == &d->streams[d->nstreams])
+                d->block = s;
+}
+
 void pgo_reset(struct pgo_decoder *d)
 {
         drop_transaction(d);
+        while (d->nstreams)
+                drop_stream(d, &d->streams[0]);
+        d->block = NULL;
         for (size_t i = 0; i < d->nrels; i++)
                 free(d->rels[i]);
         d->nrels = d->last_rel = 0;
@@ -201,7 +267,8 @@ struct pgo_decoder *pgo_decoder_free(struct pgo_decoder *d)
         if (!d)
                 return NULL;
         pgo_reset(d);
-        free(d->buf);
+        free(d->cur.buf);
+        free(d->streams);
         free(d->rec);
         free(d->vals);
         free(d);
@@ -220,7 +287,16 @@ bool pgo_ready(const struct pgo_decoder *d)
 
 uint64_t pgo_held_bytes(const struct pgo_decoder *d)
 {
-        return d->len + d->file_bytes;
+        uint64_t n = d->cur.len + d->cur.file_bytes;
+
+        for (size_t i = 0; i < d->nstreams; i++)
+                n += d->streams[i].st.len + d->streams[i].st.file_bytes;
+        return n;
+}
+
+size_t pgo_streams(const struct pgo_decoder *d)
+{
+        return d->nstreams;
 }
 
 const char *pgo_error(const struct pgo_decoder *d)
@@ -568,9 +644,11 @@ static int parse(struct pgo_decoder *d, char *p, size_t len, uint64_t data_start
         case 'B':
         case 'C':
                 return fail(d, -EBADMSG, "'%c' message where none belongs", p[0]);
-        case 'S': case 'E': case 'c': case 'A': case 'b': case 'P': case 'K': case 'r': case 'p':
-                return fail(d, -EBADMSG, "'%c' message of streaming or two-phase commit, which the relay "
-                            "does not ask for", p[0]);
+        case 'S': case 'E': case 'c': case 'A':
+                return fail(d, -EBADMSG, "'%c' message of streaming where none belongs", p[0]);
+        case 'b': case 'P': case 'K': case 'r': case 'p':
+                return fail(d, -EBADMSG, "'%c' message of two-phase commit, which the relay does not ask "
+                            "for", p[0]);
         default:
                 return fail(d, -EBADMSG, "unknown message type 0x%02x", (unsigned char)p[0]);
         }
@@ -585,24 +663,37 @@ static int parse(struct pgo_decoder *d, char *p, size_t len, uint64_t data_start
         return 1;
 }
 
-/* Hold a message of the open transaction: memory while it fits, else the file. */
-static int hold(struct pgo_decoder *d, const char *data, size_t len, uint64_t data_start)
+/*
+ * Hold a message in @st: its first byte (the type), then the bytes from
+ * @data + 1 + @skip on (a streamed message's xid is left out); @xid is the
+ * xid it carried (0 for none). In memory while the decoder's memory has
+ * room, else (and from then on) in the store's file. Returns 0, or -EBADMSG,
+ * -ENOMEM, -EIO (recorded).
+ */
+static int hold(struct pgo_decoder *d, struct store *st, const char *data, size_t len, size_t skip,
+                uint64_t data_start, uint32_t xid)
 {
-        uint32_t len32 = (uint32_t)len;
-        size_t need = ENTRY_HDR + len + 1;
+        size_t mlen = len - skip;
+        uint32_t len32 = (uint32_t)mlen;
+        size_t need = ENTRY_HDR + mlen + 1;
+        char hdr[ENTRY_HDR];
 
         if (len > UINT32_MAX - 1)
                 return fail(d, -EBADMSG, "a message of %zu bytes", len);
-        if (!d->file && d->len + need <= d->txn_memory) {
-                if (reserve(&d->buf, &d->cap, d->len, need) < 0)
+        memcpy(hdr, &len32, sizeof(len32));
+        memcpy(hdr + sizeof(len32), &data_start, sizeof(data_start));
+        memcpy(hdr + sizeof(len32) + sizeof(data_start), &xid, sizeof(xid));
+        if (!st->file && d->mem_used + need <= d->txn_memory) {
+                if (reserve(&st->buf, &st->cap, st->len, need) < 0)
                         return fail(d, -ENOMEM, "out of memory");
-                memcpy(d->buf + d->len, &len32, sizeof(len32));
-                memcpy(d->buf + d->len + sizeof(len32), &data_start, sizeof(data_start));
-                memcpy(d->buf + d->len + ENTRY_HDR, data, len);
-                d->len += need;
+                memcpy(st->buf + st->len, hdr, ENTRY_HDR);
+                st->buf[st->len + ENTRY_HDR] = data[0];
+                memcpy(st->buf + st->len + ENTRY_HDR + 1, data + 1 + skip, mlen - 1);
+                st->len += need;
+                d->mem_used += need;
                 return 0;
         }
-        if (!d->file) {
+        if (!st->file) {
                 const char *dir = getenv("TMPDIR");
                 char path[4096];
                 int fd;
@@ -613,8 +704,8 @@ static int hold(struct pgo_decoder *d, const char *data, size_t len, uint64_t da
                         return fail(d, -EIO, "cannot create a file for a transaction larger than %zu bytes "
                                     "in %s: %s", d->txn_memory, dir && *dir ? dir : "/tmp", strerror(errno));
                 unlink(path);
-                d->file = fdopen(fd, "w+b");
-                if (!d->file) {
+                st->file = fdopen(fd, "w+b");
+                if (!st->file) {
                         close(fd);
                         return fail(d, -EIO, "cannot open the transaction's file: %s", strerror(errno));
                 }
@@ -622,14 +713,40 @@ static int hold(struct pgo_decoder *d, const char *data, size_t len, uint64_t da
                  * stdio's default buffer is st_blksize (4 KiB): one write(2) per 4 KiB
                  * of a transaction of hundreds of MB, and as many read(2)s handing it out.
                  */
-                setvbuf(d->file, NULL, _IOFBF, PGO_FILE_BUFFER);
+                setvbuf(st->file, NULL, _IOFBF, PGO_FILE_BUFFER);
         }
-        if (fwrite(&len32, sizeof(len32), 1, d->file) != 1 ||
-            fwrite(&data_start, sizeof(data_start), 1, d->file) != 1 ||
-            (len && fwrite(data, len, 1, d->file) != 1))
+        if (fwrite(hdr, ENTRY_HDR, 1, st->file) != 1 || fwrite(data, 1, 1, st->file) != 1 ||
+            (mlen > 1 && fwrite(data + 1 + skip, mlen - 1, 1, st->file) != 1))
                 return fail(d, -EIO, "cannot write a transaction of %llu bytes to its file: %s",
-                            (unsigned long long)(d->len + d->file_bytes), strerror(errno));
-        d->file_bytes += ENTRY_HDR + len;
+                            (unsigned long long)(st->len + st->file_bytes), strerror(errno));
+        st->file_bytes += ENTRY_HDR + mlen;
+        return 0;
+}
+
+/* Where the next message held in @st goes: bytes into the store, memory first. */
+static uint64_t store_end(const struct store *st)
+{
+        return st->len + st->file_bytes;
+}
+
+/* Drop what @st holds from @pos (a store_end() of earlier) on. Returns 0 or -EIO (recorded). */
+static int store_truncate(struct pgo_decoder *d, struct store *st, uint64_t pos)
+{
+        if (pos <= st->len) {
+                if (st->file)
+                        fclose(st->file);
+                st->file = NULL;
+                st->file_bytes = 0;
+                d->mem_used -= st->len - (size_t)pos;
+                st->len = (size_t)pos;
+                return 0;
+        }
+        pos -= st->len;
+        if (fflush(st->file) != 0 || ftruncate(fileno(st->file), (off_t)pos) != 0 ||
+            fseeko(st->file, (off_t)pos, SEEK_SET) != 0)
+                return fail(d, -EIO, "cannot cut a streamed transaction's file back to %llu bytes: %s",
+                            (unsigned long long)pos, strerror(errno));
+        st->file_bytes = pos;
         return 0;
 }
 
@@ -641,15 +758,32 @@ static int begin(struct pgo_decoder *d, const char *data, size_t len)
 
         if (d->state != IDLE)
                 return fail(d, -EBADMSG, "Begin inside transaction %u", d->xid);
+        if (d->block)
+                return fail(d, -EBADMSG, "Begin inside the stream of transaction %u", d->block->xid);
         if (!rd_u64(&r, &lsn) || !rd_u64(&r, &ts) || !rd_u32(&r, &xid) || r.p != r.end)
                 return fail(d, -EBADMSG, "malformed Begin message of %zu bytes", len);
         if (!pg_time(ts, &d->begin_time_us))
                 return fail(d, -EBADMSG, "Begin of transaction %u with a timestamp out of range", xid);
+        for (size_t i = 0; i < d->nstreams; i++)
+                if (d->streams[i].xid == xid)
+                        return fail(d, -EBADMSG, "Begin of transaction %u, whose stream is open", xid);
         d->xid = xid;
         d->final_lsn = lsn;
-        d->len = d->off = 0;
-        d->file_bytes = 0;
+        d->off = 0;
         d->state = HOLDING;
+        return 0;
+}
+
+/* The transaction in d->cur is complete: hand it out. Returns 0 or -EIO (recorded). */
+static int hand_out(struct pgo_decoder *d)
+{
+        if (d->cur.file && fflush(d->cur.file) != 0)
+                return fail(d, -EIO, "cannot write transaction %u to its file: %s", d->xid, strerror(errno));
+        if (d->cur.file)
+                rewind(d->cur.file);
+        d->state = HANDING;
+        d->hand = HAND_BEGIN;
+        d->off = 0;
         return 0;
 }
 
@@ -674,13 +808,199 @@ static int commit(struct pgo_decoder *d, const char *data, size_t len)
         if (!pg_time(ts, &d->commit_time_us))
                 return fail(d, -EBADMSG, "Commit of transaction %u with a timestamp out of range", d->xid);
         d->end_lsn = end_lsn;
-        if (d->file && fflush(d->file) != 0)
-                return fail(d, -EIO, "cannot write transaction %u to its file: %s", d->xid, strerror(errno));
-        if (d->file)
-                rewind(d->file);
-        d->state = HANDING;
-        d->hand = HAND_BEGIN;
-        d->off = 0;
+        return hand_out(d);
+}
+
+static struct stream *find_stream(struct pgo_decoder *d, uint32_t xid)
+{
+        for (size_t i = 0; i < d->nstreams; i++)
+                if (d->streams[i].xid == xid)
+                        return &d->streams[i];
+        return NULL;
+}
+
+/* Stream Start: Int32 xid, Int8 1 for the transaction's first stream, else 0. */
+static int stream_start(struct pgo_decoder *d, const char *data, size_t len)
+{
+        struct rd r = {(char *)data + 1, (char *)data + len};
+        struct stream *s;
+        uint32_t xid;
+        uint8_t first;
+
+        if (!rd_u32(&r, &xid) || !rd_u8(&r, &first) || r.p != r.end || first > 1 || xid == 0)
+                return fail(d, -EBADMSG, "malformed Stream Start message of %zu bytes", len);
+        if (d->state != IDLE)
+                return fail(d, -EBADMSG, "Stream Start of transaction %u inside transaction %u", xid, d->xid);
+        if (d->block)
+                return fail(d, -EBADMSG, "Stream Start of transaction %u inside the stream of transaction %u",
+                            xid, d->block->xid);
+        s = find_stream(d, xid);
+        if (first && s)
+                return fail(d, -EBADMSG, "a first Stream Start of transaction %u, whose stream is open", xid);
+        if (!first && !s)
+                return fail(d, -EBADMSG, "a Stream Start of transaction %u continuing a stream never begun: "
+                            "what came before it is missing", xid);
+        if (!s) {
+                if (d->nstreams == d->streams_cap) {
+                        size_t cap = d->streams_cap ? d->streams_cap * 2 : 4;
+                        struct stream *ns = realloc(d->streams, cap * sizeof(*ns));
+
+                        if (!ns)
+                                return fail(d, -ENOMEM, "out of memory");
+                        d->streams = ns;
+                        d->streams_cap = cap;
+                }
+                s = &d->streams[d->nstreams++];
+                *s = (struct stream){.xid = xid};
+        }
+        d->block = s;
+        return 0;
+}
+
+/*
+ * A message inside a stream block: every change, Relation, Type and
+ * logical message carries an Int32 xid after its type (the subtransaction's
+ * for a change, Relation and Type; the top-level one's for a logical
+ * message), an Origin none. Held in the stream's store without it.
+ */
+static int stream_hold(struct pgo_decoder *d, const char *data, size_t len, uint64_t data_start)
+{
+        struct stream *s = d->block;
+        uint32_t xid = 0;
+        int ret;
+
+        switch (data[0]) {
+        case 'O':
+                return hold(d, &s->st, data, len, 0, data_start, 0);
+        case 'R': case 'Y': case 'I': case 'U': case 'D': case 'T': case 'M':
+                break;
+        case 'S': case 'c': case 'A':
+                return fail(d, -EBADMSG, "'%c' message inside the stream of transaction %u", data[0], s->xid);
+        default:
+                /* Parsed as it is: refused for what it is. */
+                return hold(d, &s->st, data, len, 0, data_start, 0);
+        }
+        if (len < 5 || !(xid = (uint32_t)be32(data + 1)))
+                return fail(d, -EBADMSG, "'%c' message inside the stream of transaction %u without its xid",
+                            data[0], s->xid);
+        if (data[0] == 'M') {
+                ret = hold(d, &s->st, data, len, 4, data_start, xid);
+                if (ret == 0)
+                        s->m_since = true;
+                return ret;
+        }
+        if (s->nruns == 0 || s->runs[s->nruns - 1].xid != xid) {
+                if (s->nruns == PGO_STREAM_RUNS_MAX)
+                        return fail(d, -ENOTSUP, "transaction %u changed tables in more than %d turns "
+                                    "between its subtransactions while it was streamed", s->xid,
+                                    PGO_STREAM_RUNS_MAX);
+                if (s->nruns == s->runs_cap) {
+                        size_t cap = s->runs_cap ? s->runs_cap * 2 : 16;
+                        struct run *nr = realloc(s->runs, cap * sizeof(*nr));
+
+                        if (!nr)
+                                return fail(d, -ENOMEM, "out of memory");
+                        s->runs = nr;
+                        s->runs_cap = cap;
+                }
+                s->runs[s->nruns++] = (struct run){store_end(&s->st), xid, s->m_since};
+        }
+        s->m_since = false;
+        return hold(d, &s->st, data, len, 4, data_start, xid);
+}
+
+/* Stream Stop: no fields. */
+static int stream_stop(struct pgo_decoder *d, size_t len)
+{
+        if (len != 1)
+                return fail(d, -EBADMSG, "malformed Stream Stop message of %zu bytes", len);
+        if (!d->block)
+                return fail(d, -EBADMSG, "Stream Stop outside a stream");
+        d->block = NULL;
+        return 0;
+}
+
+/*
+ * Stream Commit: Int32 xid, Int8 flags (0), Int64 commit LSN, Int64 end LSN,
+ * Int64 commit timestamp. The stream becomes the transaction handed out.
+ */
+static int stream_commit(struct pgo_decoder *d, const char *data, size_t len)
+{
+        struct rd r = {(char *)data + 1, (char *)data + len};
+        uint64_t commit_lsn, end_lsn, ts;
+        struct stream *s;
+        uint32_t xid;
+        uint8_t flags;
+
+        if (!rd_u32(&r, &xid) || !rd_u8(&r, &flags) || !rd_u64(&r, &commit_lsn) || !rd_u64(&r, &end_lsn) ||
+            !rd_u64(&r, &ts) || r.p != r.end)
+                return fail(d, -EBADMSG, "malformed Stream Commit message of %zu bytes", len);
+        if (d->state != IDLE || d->block)
+                return fail(d, -EBADMSG, "Stream Commit of transaction %u inside a transaction or stream", xid);
+        s = find_stream(d, xid);
+        if (!s)
+                return fail(d, -EBADMSG, "Stream Commit of transaction %u, whose stream never began: its "
+                            "changes are missing", xid);
+        if (flags != 0)
+                return fail(d, -EBADMSG, "Stream Commit of transaction %u with flags 0x%02x", xid, flags);
+        if (end_lsn <= commit_lsn)
+                return fail(d, -EBADMSG, "Stream Commit of transaction %u at LSN %X/%X ending at %X/%X", xid,
+                            (unsigned)(commit_lsn >> 32), (unsigned)commit_lsn, (unsigned)(end_lsn >> 32),
+                            (unsigned)end_lsn);
+        if (!pg_time(ts, &d->commit_time_us))
+                return fail(d, -EBADMSG, "Stream Commit of transaction %u with a timestamp out of range", xid);
+        d->xid = xid;
+        d->final_lsn = commit_lsn;
+        d->end_lsn = end_lsn;
+        d->begin_time_us = d->commit_time_us;
+        /* The stream's store becomes the transaction's; d->cur is empty between transactions. */
+        drop_store(d, &d->cur, false);
+        d->cur = s->st;
+        s->st = (struct store){0};
+        drop_stream(d, s);
+        return hand_out(d);
+}
+
+/*
+ * Stream Abort: Int32 xid, Int32 subtransaction xid (the xid again for the
+ * whole transaction). A subtransaction's abort takes back every message
+ * since its first: the walsender sends a transaction's changes in the order
+ * written, and a session works in its innermost subtransaction, so what
+ * followed it until the abort is its own or its children's (whose aborts
+ * came first). Its first message is the first of the last run (as
+ * PostgreSQL's apply worker truncates its spool file, worker.c
+ * stream_abort_internal()); a logical message just before that run may be
+ * its own or not, and nothing in the stream tells: -ENOTSUP.
+ */
+static int stream_abort(struct pgo_decoder *d, const char *data, size_t len)
+{
+        struct rd r = {(char *)data + 1, (char *)data + len};
+        struct stream *s;
+        uint32_t xid, subxid;
+        struct run *last;
+
+        if (!rd_u32(&r, &xid) || !rd_u32(&r, &subxid) || r.p != r.end)
+                return fail(d, -EBADMSG, "malformed Stream Abort message of %zu bytes", len);
+        if (d->state != IDLE || d->block)
+                return fail(d, -EBADMSG, "Stream Abort of transaction %u inside a transaction or stream", xid);
+        s = find_stream(d, xid);
+        if (!s)
+                return 0;  /* nothing of it held */
+        if (subxid == xid) {
+                drop_stream(d, s);
+                return 0;
+        }
+        last = s->nruns ? &s->runs[s->nruns - 1] : NULL;
+        if (!last || last->xid != subxid)
+                return 0;  /* none of its changes held, or taken back with a child's */
+        if (last->m_before)
+                return fail(d, -ENOTSUP, "subtransaction %u of streamed transaction %u was rolled back, and "
+                            "a logical message came just before its first change: the stream does not "
+                            "tell whether the rollback took it back too", subxid, xid);
+        if (store_truncate(d, &s->st, last->off) < 0)
+                return -EIO;
+        s->nruns--;
+        s->m_since = false;
         return 0;
 }
 
@@ -695,12 +1015,26 @@ int pgo_decode(struct pgo_decoder *d, const char *data, size_t len, uint64_t dat
         d->err[0] = '\0';
         if (len == 0)
                 return fail(d, -EBADMSG, "empty message");
-        if (data[0] == 'B')
+        switch (data[0]) {
+        case 'B':
                 return begin(d, data, len);
-        if (data[0] == 'C')
+        case 'C':
                 return commit(d, data, len);
+        case 'S':
+                return stream_start(d, data, len);
+        case 'E':
+                return stream_stop(d, len);
+        case 'c':
+                return stream_commit(d, data, len);
+        case 'A':
+                return stream_abort(d, data, len);
+        default:
+                break;
+        }
+        if (d->block)
+                return stream_hold(d, data, len, data_start);
         if (d->state == HOLDING)
-                return hold(d, data, len, data_start);
+                return hold(d, &d->cur, data, len, 0, data_start, 0);
         /* Outside a transaction: parse a copy now (values are terminated in place). */
         if (reserve(&d->rec, &d->rec_cap, 0, len + 1) < 0)
                 return fail(d, -ENOMEM, "out of memory");
@@ -717,15 +1051,18 @@ static int read_held(struct pgo_decoder *d, size_t *ret_len, uint64_t *ret_start
 {
         uint32_t len;
 
-        if (fread(&len, sizeof(len), 1, d->file) != 1) {
-                if (feof(d->file))
+        uint32_t xid;
+
+        if (fread(&len, sizeof(len), 1, d->cur.file) != 1) {
+                if (feof(d->cur.file))
                         return 0;
                 return fail(d, -EIO, "cannot read transaction %u back from its file: %s", d->xid,
                             strerror(errno));
         }
-        if (fread(ret_start, sizeof(*ret_start), 1, d->file) != 1 ||
+        if (fread(ret_start, sizeof(*ret_start), 1, d->cur.file) != 1 ||
+            fread(&xid, sizeof(xid), 1, d->cur.file) != 1 ||
             reserve(&d->rec, &d->rec_cap, 0, (size_t)len + 1) < 0 ||
-            (len && fread(d->rec, len, 1, d->file) != 1))
+            (len && fread(d->rec, len, 1, d->cur.file) != 1))
                 return fail(d, -EIO, "cannot read transaction %u back from its file", d->xid);
         *ret_len = len;
         return 1;
@@ -765,13 +1102,13 @@ int pgo_next(struct pgo_decoder *d, struct pgo_event *ret_ev)
                                                      .commit_time_us = d->begin_time_us};
                         return 1;
                 case HAND_MEMORY:
-                        if (d->off >= d->len) {
-                                d->hand = d->file ? HAND_FILE : HAND_COMMIT;
+                        if (d->off >= d->cur.len) {
+                                d->hand = d->cur.file ? HAND_FILE : HAND_COMMIT;
                                 continue;
                         }
-                        memcpy(&len32, d->buf + d->off, sizeof(len32));
-                        memcpy(&start, d->buf + d->off + sizeof(len32), sizeof(start));
-                        msg = d->buf + d->off + ENTRY_HDR;
+                        memcpy(&len32, d->cur.buf + d->off, sizeof(len32));
+                        memcpy(&start, d->cur.buf + d->off + sizeof(len32), sizeof(start));
+                        msg = d->cur.buf + d->off + ENTRY_HDR;
                         len = len32;
                         d->off += ENTRY_HDR + len + 1;
                         break;

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decoder for pgoutput, PostgreSQL's built-in logical replication output
- * plugin, protocol version 1 with text values: one message per XLogData, as
- * requested with proto_version '1', publication_names and (PostgreSQL 14+)
- * messages 'true', and without binary, streaming or two_phase. Sources:
- * PostgreSQL documentation "Logical Replication Message Formats"
- * (protocol-logicalrep-message-formats.html) and
- * src/backend/replication/logical/proto.c (logicalrep_write_*), with
- * src/backend/replication/pgoutput/pgoutput.c for when each is sent.
+ * plugin, protocol version 2 with text values: one message per XLogData, as
+ * requested with proto_version '2', streaming 'on', publication_names and
+ * messages 'true', without binary or two_phase (version 1, without
+ * streaming, is decoded alike). Sources: PostgreSQL documentation "Logical
+ * Replication Message Formats" (protocol-logicalrep-message-formats.html)
+ * and src/backend/replication/logical/proto.c (logicalrep_write_*), with
+ * src/backend/replication/pgoutput/pgoutput.c and
+ * src/backend/replication/logical/reorderbuffer.c for when each is sent.
  *
  * Integers are big-endian; String is NUL-terminated (server encoding, UTF-8
  * here); LSNs are Int64; timestamps are Int64 microseconds since 2000-01-01
- * 00:00 UTC. Without streaming no message carries an xid of its own.
+ * 00:00 UTC.
  *
  *   Begin     'B' Int64 final LSN (the commit record's LSN), Int64 commit
  *                 timestamp, Int32 xid
@@ -36,6 +37,24 @@
  *                 returned), String prefix, Int32 length, Byte[length]
  *                 content (PostgreSQL 14+, with messages 'true')
  *
+ * Streaming (protocol version 2): a transaction whose changes pass the
+ * walsender's logical_decoding_work_mem is sent in blocks before it
+ * commits, between other transactions, rather than spilled to disk on the
+ * server:
+ *
+ *   Stream Start  'S' Int32 xid, Int8 1 for the transaction's first block
+ *                 (an Origin message may follow), else 0
+ *   Stream Stop   'E' (the block ends)
+ *   Stream Commit 'c' Int32 xid, Int8 flags (0), Int64 commit LSN, Int64
+ *                 end LSN, Int64 commit timestamp
+ *   Stream Abort  'A' Int32 xid, Int32 subtransaction xid (the xid again
+ *                 when the whole transaction aborted)
+ *
+ * Inside a block every Relation, Type, change and logical message carries
+ * an Int32 xid after its type byte: the subtransaction's that made it for
+ * a Relation, Type or change, the top-level one's for a logical message.
+ * No Begin or Commit comes with a streamed transaction.
+ *
  *   TupleData     Int16 number of columns, then per column one of:
  *                 'n' (NULL), 'u' (unchanged TOASTed value: UPDATE only),
  *                 't' Int32 length, Byte[length] (the type's text output),
@@ -52,12 +71,16 @@
  * which only Commit brings, and the relay names, confirms and skips
  * transactions by their end LSN (wal2json's "nextlsn"). So the decoder holds
  * each transaction's messages until its Commit and then hands out Begin
- * (with the end LSN), the changes and Commit in stream order. A transaction
- * is held in memory up to the limit given to pgo_decoder_new(), the rest in
- * an unlinked file under $TMPDIR (/tmp), as PostgreSQL spills a large
- * transaction to disk itself: memory stays bounded whatever a transaction
- * holds. Relation messages are applied in their place among the held
- * changes.
+ * (with the end LSN), the changes and Commit in stream order. A streamed
+ * transaction is held the same way, each apart, from its first Stream Start
+ * to its Stream Commit, then handed out alike (its BEGIN and COMMIT events
+ * made from the Stream Commit); a Stream Abort drops it, or what its rolled
+ * back subtransaction added. What is held, over every transaction, stays in
+ * memory up to the limit given to pgo_decoder_new(), the rest in unlinked
+ * files under $TMPDIR (/tmp), as PostgreSQL spills a large transaction to
+ * disk itself: memory stays bounded whatever a transaction holds. Relation
+ * messages are applied in their place among the held changes, when their
+ * transaction is handed out.
  *
  * Values are handed out as the text PostgreSQL's output function printed,
  * NUL-terminated in place: no allocation per row. The Relation cache is
@@ -81,6 +104,12 @@
 #define PGO_RELATIONS_MAX 1024
 /* Columns of a relation, at most: PostgreSQL's MaxTupleAttributeNumber. */
 #define PGO_COLUMNS_MAX 1664
+/*
+ * Runs of one streamed transaction's changes, at most: each time its changes
+ * pass from one subtransaction to another a run begins (16 bytes). Past it
+ * pgo_decode() fails with -ENOTSUP.
+ */
+#define PGO_STREAM_RUNS_MAX 65536
 /* Bytes of a transaction held in memory before the rest goes to a file, by default. */
 #define PGO_TXN_MEMORY_DEFAULT ((size_t)4 * 1024 * 1024)
 
@@ -170,14 +199,21 @@ void pgo_reset(struct pgo_decoder *d);
  *
  * Returns 0, or with the reason in pgo_error():
  *   -EBADMSG  the message is malformed: truncated, trailing bytes, an
- *             unknown or unrequested type (streaming, two-phase), a Begin
- *             inside a transaction, a change or a transactional message
- *             outside one, a Commit that does not match its Begin, a binary
+ *             unknown or unrequested type (two-phase), a Begin inside a
+ *             transaction or stream block, a change or a transactional
+ *             message outside one, a Commit that does not match its Begin, a
+ *             Stream Start, Stop, Commit or Abort out of place, a Stream
+ *             Commit of a transaction whose first block never came, a binary
  *             or NUL-holding value, a tuple whose column count differs from
  *             its Relation's, a change of a relation never described, an
  *             unchanged value outside an UPDATE, a timestamp out of range;
  *   -ENOSPC   a Relation message for one relation more than PGO_RELATIONS_MAX,
  *             or of more than PGO_COLUMNS_MAX columns;
+ *   -ENOTSUP  a streamed transaction the decoder cannot follow: a rolled back
+ *             subtransaction whose first message may have been a logical
+ *             message (which carries the top-level xid), or more than
+ *             PGO_STREAM_RUNS_MAX runs; the same transaction decodes without
+ *             streaming (a new START_REPLICATION with streaming 'off');
  *   -EBUSY    events of an earlier message are still to be taken;
  *   -EIO      the file holding a large transaction could not be written;
  *   -ENOMEM   out of memory.
@@ -216,8 +252,14 @@ bool pgo_in_transaction(const struct pgo_decoder *d);
 /* pgo_ready() - true while pgo_next() has an event to hand out. */
 bool pgo_ready(const struct pgo_decoder *d);
 
-/* pgo_held_bytes() - bytes of the current transaction held, in memory and in the file. */
+/*
+ * pgo_held_bytes() - bytes held of the current transaction and of every
+ * streamed one not yet committed, in memory and in files.
+ */
 uint64_t pgo_held_bytes(const struct pgo_decoder *d);
+
+/* pgo_streams() - streamed transactions begun and not yet committed or aborted. */
+size_t pgo_streams(const struct pgo_decoder *d);
 
 /* pgo_error() - why the last call failed, one line (borrowed from @d); "" if none did. */
 const char *pgo_error(const struct pgo_decoder *d);

@@ -564,7 +564,7 @@ static int eos_session(struct relay *r)
 /*
  * The output plugin's options for START_REPLICATION: wal2json's (format
  * version 2 with what the relay reads, add-tables), or pgoutput's (protocol
- * version 1, text values, the publication, logical messages). Either sends
+ * version 2, streaming, text values, the publication, logical messages). Either sends
  * logical messages of every prefix (relay_row.c decides). Sets @st.
  */
 static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX],
@@ -584,8 +584,15 @@ static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTION
                  */
         };
         const char *pgo[] = {
-                /* Version 1: text values (binary is off), no streaming, no two-phase: all that is needed. */
-                "proto_version", "1",
+                /*
+                 * Version 2 (PostgreSQL 14, the relay's oldest), text values (binary is off),
+                 * no two-phase. Streaming: a transaction past the walsender's
+                 * logical_decoding_work_mem comes in blocks as it is decoded, held by the
+                 * relay (pgoutput.c) until its Stream Commit, rather than spilled to disk in
+                 * pg_replslot/ on the server and decoded again at its commit.
+                 */
+                "proto_version", "2",
+                "streaming", r->pgo.no_streaming ? "off" : "on",
                 "publication_names", config_publication(r->conf),
                 /*
                  * Always, as wal2json sends them without add-msg-prefixes: messages of every

@@ -219,6 +219,11 @@ struct relay_pgo {
         struct pgo_decoder *dec;      /* NULL with wal2json */
         struct w2j_column *cols;
         size_t cols_cap;
+        /*
+         * Streaming 'off' for the rest of the process: a streamed transaction
+         * the decoder could not follow (pgo_decode() -ENOTSUP) comes again whole.
+         */
+        bool no_streaming;
 };
 
 /*

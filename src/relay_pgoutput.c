@@ -138,6 +138,15 @@ static void decode_failed(struct relay *r, int ret, uint64_t lsn, const char *wh
                            "confirmed: give the relay room under $TMPDIR for transactions larger than %zu "
                            "bytes", pgo_error(r->pgo.dec), what, a, (size_t)PGO_TXN_MEMORY_DEFAULT);
                 return;
+        case -ENOTSUP:
+                /* A retry, not an error: nothing of that transaction was handed on. */
+                log_warning("%s (the pgoutput %s at LSN %s). Streaming again from the slot with pgoutput's "
+                            "streaming off for the rest of this process: the server then holds such a "
+                            "transaction until its commit and sends it whole", pgo_error(r->pgo.dec), what, a);
+                r->pgo.no_streaming = true;
+                if (!r->failure)
+                        r->failure = RELAY_EXIT_RETRY;
+                return;
         case -ENOSPC:
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT, "cannot decode the pgoutput %s at LSN %s: %s. "
                            "Stopping; nothing from it on is confirmed. Make publication \"%s\" list only "

@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Capture the recorded streams of tests/data/pgoutput-v1.stream and
-tests/data/pgoutput-v1-wal2json.jsonl from a real PostgreSQL 15 with
+tests/data/pgoutput-v1-wal2json.jsonl, then of tests/data/pgoutput-v2-streamed.stream
+and tests/data/pgoutput-v2-streamed-wal2json.jsonl, from a real PostgreSQL 15 with
 wal2json (started by tests/harness on a free loopback port, removed
 afterwards): the same transactions decoded by pgoutput (protocol version 1,
 text values, messages) and by wal2json (the options the relay sends), from
-two slots created before them. test_pgoutput.c decodes both and checks that
+two slots created before them. The second pair: transactions larger than
+logical_decoding_work_mem (64kB here), which pgoutput protocol version 2
+streams before they commit, one of them between another's blocks, with a
+savepoint rolled back after its changes were streamed and one transaction
+aborted whole; wal2json decodes the same transactions without streaming. test_pgoutput.c decodes both and checks that
 the relay gets the same columns, values and messages from either; the fuzz
 target pgoutput starts from the stream. Run it again (from the top of the
 tree, with Debian's python) when either plugin changes:
@@ -33,6 +38,11 @@ W2J_OPTIONS = ["format-version", "2", "include-transaction", "true", "include-ls
                "add-tables", "public.outbox,public.types,My\\.Schema.we\\\"ird",
                "add-msg-prefixes", "outbox"]
 PGO_OPTIONS = ["proto_version", "1", "publication_names", "capture", "messages", "true"]
+PGO_STREAM_OPTIONS = ["proto_version", "2", "streaming", "on", "publication_names", "capture",
+                      "messages", "true"]
+
+# Rows of the table outside the publication: enough to pass 64kB of changes.
+FILLER = "INSERT INTO other SELECT g, repeat('x', 200) FROM generate_series(%d, %d) g"
 
 SETUP = """
 CREATE SCHEMA "int";
@@ -97,6 +107,61 @@ TRANSACTIONS = [
 ]
 
 
+def peek(cur, slot, options, path, frames):
+    """Write what the slot holds to @path: frames (pgoutput) or lines (wal2json)."""
+    cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%%s, NULL, NULL, %s)"
+                % ", ".join(["%s"] * len(options)), [slot] + options)
+    with open(path, "wb") as f:
+        for lsn, data in cur.fetchall():
+            data = bytes(data)
+            if frames:
+                hi, lo = lsn.split("/")
+                f.write(struct.pack(">IQ", len(data), int(hi, 16) << 32 | int(lo, 16)) + data)
+            else:
+                f.write(data + b"\n")
+
+
+def capture_streamed(srv, cur, out_dir):
+    """Streamed transactions, from two slots of their own (see the module's text)."""
+    cur.execute("SELECT pg_create_logical_replication_slot('capture_w2j_s', 'wal2json')")
+    cur.execute("SELECT pg_create_logical_replication_slot('capture_pgo_s', 'pgoutput')")
+    a = srv.connect("shop", autocommit=False)
+    b = srv.connect("shop", autocommit=False)
+    c = srv.connect("shop", autocommit=False)
+    ca, cb, cc = a.cursor(), b.cursor(), c.cursor()
+    # A: rows, then a savepoint whose row is streamed and rolled back, then more
+    ca.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('big-1', 'k', '{\"n\": 1}')")
+    ca.execute(FILLER % (1000, 1400))
+    ca.execute("SAVEPOINT s1")
+    ca.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('rolled-back-in-s1', 'k', '{}')")
+    ca.execute(FILLER % (2000, 2400))
+    ca.execute("ROLLBACK TO SAVEPOINT s1")
+    # B commits between A's blocks
+    cb.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('small-between', 'k', '{}')")
+    b.commit()
+    ca.execute("SAVEPOINT s2")
+    ca.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('kept-in-s2', 'k', '{}')")
+    ca.execute("RELEASE SAVEPOINT s2")
+    ca.execute("SELECT outbox_emit('msg-big', 'k', '{\"n\": 2}')")
+    ca.execute(FILLER % (3000, 3400))
+    ca.execute("INSERT INTO outbox (work_id, kind, payload) SELECT 'big-tail-' || i, 'k', "
+               "jsonb_build_object('i', i) FROM generate_series(1, 20) i")
+    # C: large, then aborted whole
+    cc.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('aborted-whole', 'k', '{}')")
+    cc.execute(FILLER % (5000, 5400))
+    c.rollback()
+    a.commit()
+    for conn in (a, b, c):
+        conn.close()
+    cur.execute("SET logical_decoding_work_mem = '64kB'")
+    peek(cur, "capture_pgo_s", PGO_STREAM_OPTIONS, os.path.join(out_dir, "pgoutput-v2-streamed.stream"), True)
+    peek(cur, "capture_w2j_s", W2J_OPTIONS, os.path.join(out_dir, "pgoutput-v2-streamed-wal2json.jsonl"),
+         False)
+    cur.execute("RESET logical_decoding_work_mem")
+    cur.execute("SELECT pg_drop_replication_slot('capture_w2j_s')")
+    cur.execute("SELECT pg_drop_replication_slot('capture_pgo_s')")
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
     base = make_tempdir(prefix="capture-pgoutput-")
@@ -120,20 +185,11 @@ def main():
                     c.execute(sql)
                 else:
                     tx.commit()
-        cur.execute("SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('capture_pgo', "
-                    "NULL, NULL, %s)" % ", ".join(["%s"] * len(PGO_OPTIONS)), PGO_OPTIONS)
-        with open(os.path.join(out_dir, "pgoutput-v1.stream"), "wb") as f:
-            for lsn, data in cur.fetchall():
-                hi, lo = lsn.split("/")
-                data = bytes(data)
-                f.write(struct.pack(">IQ", len(data), int(hi, 16) << 32 | int(lo, 16)) + data)
-        cur.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('capture_w2j', NULL, NULL, %s)"
-                    % ", ".join(["%s"] * len(W2J_OPTIONS)), W2J_OPTIONS)
-        with open(os.path.join(out_dir, "pgoutput-v1-wal2json.jsonl"), "wb") as f:
-            for (data,) in cur.fetchall():
-                f.write(bytes(data) + b"\n")
+        peek(cur, "capture_pgo", PGO_OPTIONS, os.path.join(out_dir, "pgoutput-v1.stream"), True)
+        peek(cur, "capture_w2j", W2J_OPTIONS, os.path.join(out_dir, "pgoutput-v1-wal2json.jsonl"), False)
         cur.execute("SELECT pg_drop_replication_slot('capture_w2j')")
         cur.execute("SELECT pg_drop_replication_slot('capture_pgo')")
+        capture_streamed(srv, cur, out_dir)
     finally:
         srv.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -181,62 +181,68 @@ static void filter_record(struct filter *f, const struct w2j_record *r)
         }
 }
 
-static void test_same_as_wal2json(void)
+struct seen {
+        size_t inserts, messages, relations, streams, relations_kept;
+};
+
+/*
+ * The records of recorded stream @pgo_name (pgoutput frames, decoded through
+ * a decoder of @memory bytes) and of @w2j_name (wal2json lines, the same
+ * transactions) are the same, line for line; @ret counts what the first held.
+ */
+static void same_as_wal2json(const char *pgo_name, const char *w2j_name, size_t memory, struct seen *ret)
 {
         static struct frame frames[1024];
         struct lines w = {0}, p = {0};
         struct filter fw = {.out = &w}, fp = {.out = &p};
         struct w2j_decoder *wd = w2j_decoder_new();
-        struct pgo_decoder *pd = pgo_decoder_new(0);
+        struct pgo_decoder *pd = pgo_decoder_new(memory);
         struct relay_pgo rp = {0};
         char *buf, *text, *line;
-        size_t n, len = 0, inserts = 0, messages = 0, relations = 0;
+        size_t n, len = 0;
 
+        memset(ret, 0, sizeof(*ret));
         /* wal2json */
-        text = slurp("pgoutput-v1-wal2json.jsonl", &len);
+        text = slurp(w2j_name, &len);
         for (line = text; text && line < text + len;) {
                 char *nl = memchr(line, '\n', (size_t)(text + len - line));
                 struct w2j_record r;
-                int ret;
+                int rc;
 
                 if (!nl)
                         nl = text + len;
-                ret = w2j_decode(wd, line, (size_t)(nl - line), &r);
-                CHECK_INT(ret, 0);
-                if (ret == 0)
+                rc = w2j_decode(wd, line, (size_t)(nl - line), &r);
+                CHECK_INT(rc, 0);
+                if (rc == 0)
                         filter_record(&fw, &r);
                 line = nl + 1;
         }
         /* pgoutput */
-        n = load_frames("pgoutput-v1.stream", frames, 1024, &buf);
+        n = load_frames(pgo_name, frames, 1024, &buf);
         CHECK(n > 20);
         for (size_t i = 0; i < n; i++) {
                 struct pgo_event ev;
                 struct w2j_record r;
-                int ret = pgo_decode(pd, frames[i].data, frames[i].len, frames[i].lsn);
+                int rc = pgo_decode(pd, frames[i].data, frames[i].len, frames[i].lsn);
 
-                relations += frames[i].data[0] == 'R';
-                CHECK_INT(ret, 0);
-                if (ret)
+                ret->relations += frames[i].data[0] == 'R';
+                ret->streams += frames[i].data[0] == 'S';
+                CHECK_INT(rc, 0);
+                if (rc)
                         fprintf(stderr, "frame %zu ('%c'): %s\n", i, frames[i].data[0], pgo_error(pd));
-                while ((ret = pgo_next(pd, &ev)) > 0) {
+                while ((rc = pgo_next(pd, &ev)) > 0) {
                         CHECK_INT(relay_pgo_record(&ev, &rp, &r), 0);
-                        inserts += ev.kind == PGO_INSERT;
-                        messages += ev.kind == PGO_MESSAGE;
+                        ret->inserts += ev.kind == PGO_INSERT;
+                        ret->messages += ev.kind == PGO_MESSAGE;
                         filter_record(&fp, &r);
                 }
-                CHECK_INT(ret, 0);
+                CHECK_INT(rc, 0);
         }
         CHECK(!pgo_in_transaction(pd));
-        /*
-         * outbox, types, "we\"ird", then outbox again after its ALTER TABLE, and once more
-         * after the invalidations of the next transactions: five Relation messages.
-         */
-        CHECK_INT(relations, 5);
-        CHECK_INT(pgo_relations(pd), 3);
-        CHECK_INT(inserts, 4 + 1 + 2 + 1 + 50);
-        CHECK_INT(messages, 4);
-        CHECK(w.n > 60);
+        CHECK_INT(pgo_streams(pd), 0);
+        CHECK_INT(pgo_held_bytes(pd), 0);
+        ret->relations_kept = pgo_relations(pd);
+        CHECK(w.n > 10);
         CHECK_INT(p.n, w.n);
         for (size_t i = 0; i < w.n && i < p.n; i++) {
                 CHECK_STR(p.v[i], w.v[i]);
@@ -248,6 +254,46 @@ static void test_same_as_wal2json(void)
         free(rp.cols);
         w2j_decoder_free(wd);
         pgo_decoder_free(pd);
+}
+
+static void test_same_as_wal2json(void)
+{
+        struct seen s;
+
+        same_as_wal2json("pgoutput-v1.stream", "pgoutput-v1-wal2json.jsonl", 0, &s);
+        /*
+         * outbox, types, "we\"ird", then outbox again after its ALTER TABLE, and once more
+         * after the invalidations of the next transactions: five Relation messages.
+         */
+        CHECK_INT(s.relations, 5);
+        CHECK_INT(s.relations_kept, 3);
+        CHECK_INT(s.inserts, 4 + 1 + 2 + 1 + 50);
+        CHECK_INT(s.messages, 4);
+        CHECK_INT(s.streams, 0);
+}
+
+/*
+ * Recorded with streaming (protocol version 2, logical_decoding_work_mem
+ * 64kB): a transaction streamed in blocks with another committed between
+ * them, a savepoint's row streamed then rolled back, a transaction streamed
+ * then aborted. The relay gets what wal2json gives for the same
+ * transactions, unstreamed: the rolled-back rows nowhere. Through a decoder
+ * holding everything in memory and one holding it in files.
+ */
+static void test_streamed_same_as_wal2json(void)
+{
+        static const size_t memory[] = {0, 64};
+
+        for (size_t i = 0; i < sizeof(memory) / sizeof(memory[0]); i++) {
+                struct seen s;
+
+                same_as_wal2json("pgoutput-v2-streamed.stream", "pgoutput-v2-streamed-wal2json.jsonl", memory[i],
+                                 &s);
+                CHECK(s.streams >= 4);
+                /* big-1, small-between, kept-in-s2, 20 big-tail rows; msg-big */
+                CHECK_INT(s.inserts, 1 + 1 + 1 + 20);
+                CHECK_INT(s.messages, 1);
+        }
 }
 
 /* Events of a whole stream as lines, through a decoder of @memory bytes. */
@@ -416,9 +462,9 @@ static void test_refused(void)
         CHECK(strstr(pgo_error(d), "NUL") != NULL);
         pgo_decoder_free(d);
         d = pgo_decoder_new(0);
-        n = msg(m, "cic", 'S', 7u, 1);
+        n = msg(m, "cclls", 'P', 0, (uint64_t)0x2000, (uint64_t)0x2030, "gid");
         CHECK_INT(feed(d, m, n), -EBADMSG);
-        CHECK(strstr(pgo_error(d), "streaming") != NULL);
+        CHECK(strstr(pgo_error(d), "two-phase") != NULL);
         pgo_decoder_free(d);
 
         /* Events not taken: the next message waits. */
@@ -512,12 +558,310 @@ static void test_relation_bound(void)
         pgo_decoder_free(d);
 }
 
+/*
+ * Streaming (protocol version 2), hand-made: a message of the script is a
+ * format and its values, as msg() takes them. The events of a script as
+ * one line, through a decoder of @memory bytes: "B<xid>" "I<a>" "M<content>"
+ * "C<end LSN>", or "!<errno>" where pgo_decode() or pgo_next() failed.
+ */
+
+struct script {
+        char m[64][128];
+        size_t len[64];
+        size_t n;
+};
+
+static void add(struct script *sc, const char *m, size_t len)
+{
+        memcpy(sc->m[sc->n], m, len);
+        sc->len[sc->n++] = len;
+}
+
+static void s_start(struct script *sc, unsigned xid, int first)
+{
+        char m[32];
+
+        add(sc, m, msg(m, "cic", 'S', xid, first));
+}
+
+static void s_stop(struct script *sc)
+{
+        add(sc, "E", 1);
+}
+
+static void s_relation(struct script *sc, unsigned xid)
+{
+        char m[128];
+        size_t n = xid ? msg(m, "ciisschcsiicsii", 'R', xid, 16384u, "public", "outbox", 'd', 2u, 1, "a", 25u,
+                             0xffffffffu, 0, "b", 3802u, 0xffffffffu)
+                       : msg(m, "cisschcsiicsii", 'R', 16384u, "public", "outbox", 'd', 2u, 1, "a", 25u,
+                             0xffffffffu, 0, "b", 3802u, 0xffffffffu);
+
+        add(sc, m, n);
+}
+
+/* An Insert of (a, NULL), carrying @xid when not 0. */
+static void s_insert(struct script *sc, unsigned xid, const char *a)
+{
+        char m[128];
+        size_t n = xid ? msg(m, "ciich", 'I', xid, 16384u, 'N', 2u) : msg(m, "cich", 'I', 16384u, 'N', 2u);
+
+        m[n++] = 't';
+        n += msg(m + n, "i", (unsigned)strlen(a));
+        memcpy(m + n, a, strlen(a));
+        n += strlen(a);
+        m[n++] = 'n';
+        add(sc, m, n);
+}
+
+/* A transactional logical message of prefix "outbox", carrying @xid when not 0. */
+static void s_message(struct script *sc, unsigned xid, const char *content)
+{
+        char m[128];
+        size_t n = xid ? msg(m, "ciclsi", 'M', xid, 1, (uint64_t)0x1ff0, "outbox", (unsigned)strlen(content))
+                       : msg(m, "cclsi", 'M', 1, (uint64_t)0x1ff0, "outbox", (unsigned)strlen(content));
+
+        memcpy(m + n, content, strlen(content));
+        add(sc, m, n + strlen(content));
+}
+
+static void s_commit(struct script *sc, unsigned xid, uint64_t lsn)
+{
+        char m[64];
+
+        add(sc, m, msg(m, "ciclll", 'c', xid, 0, lsn, lsn + 0x30, (uint64_t)5000000));
+}
+
+static void s_abort(struct script *sc, unsigned xid, unsigned subxid)
+{
+        char m[32];
+
+        add(sc, m, msg(m, "cii", 'A', xid, subxid));
+}
+
+static void s_begin(struct script *sc, unsigned xid, uint64_t lsn)
+{
+        char m[32];
+
+        add(sc, m, msg(m, "clli", 'B', lsn, (uint64_t)1000000, xid));
+}
+
+static void s_end(struct script *sc, uint64_t lsn)
+{
+        char m[64];
+
+        add(sc, m, msg(m, "cclll", 'C', 0, lsn, lsn + 0x30, (uint64_t)1000000));
+}
+
+static void run_script(const struct script *sc, size_t memory, char *out, size_t size)
+{
+        struct pgo_decoder *d = pgo_decoder_new(memory);
+        size_t o = 0;
+
+        out[0] = '\0';
+        for (size_t i = 0; i < sc->n; i++) {
+                struct pgo_event ev;
+                int ret = pgo_decode(d, sc->m[i], sc->len[i], 0x1000 + i);
+
+                while (ret == 0 && (ret = pgo_next(d, &ev)) > 0) {
+                        switch (ev.kind) {
+                        case PGO_BEGIN:
+                                o += (size_t)snprintf(out + o, size - o, "B%u ", ev.xid);
+                                break;
+                        case PGO_COMMIT:
+                                o += (size_t)snprintf(out + o, size - o, "C%llx ", (unsigned long long)ev.end_lsn);
+                                break;
+                        case PGO_INSERT:
+                                o += (size_t)snprintf(out + o, size - o, "I%s ", ev.values[0].ptr);
+                                break;
+                        case PGO_MESSAGE:
+                                o += (size_t)snprintf(out + o, size - o, "M%s ", ev.content);
+                                break;
+                        default:
+                                o += (size_t)snprintf(out + o, size - o, "? ");
+                        }
+                        ret = 0;
+                }
+                if (ret < 0) {
+                        o += (size_t)snprintf(out + o, size - o, "!%d", -ret);
+                        if (getenv("TEST_VERBOSE"))
+                                fprintf(stderr, "message %zu: %s\n", i, pgo_error(d));
+                        break;
+                }
+        }
+        if (!strchr(out, '!') && (pgo_held_bytes(d) || pgo_streams(d)))
+                o += (size_t)snprintf(out + o, size - o, "held %llu in %zu", (unsigned long long)pgo_held_bytes(d),
+                                      pgo_streams(d));
+        pgo_decoder_free(d);
+}
+
+/* Through a decoder holding everything in memory, one holding nearly nothing, and one between. */
+static void check_script(const struct script *sc, const char *want)
+{
+        static const size_t memory[] = {0, 16, 150, 400};
+        char got[2048];
+
+        for (size_t i = 0; i < sizeof(memory) / sizeof(memory[0]); i++) {
+                run_script(sc, memory[i], got, sizeof(got));
+                if (strcmp(got, want) != 0)
+                        fprintf(stderr, "memory %zu:\n", memory[i]);
+                CHECK_STR(got, want);
+        }
+}
+
+static void test_streamed(void)
+{
+        struct script sc = {.n = 0};
+
+        /*
+         * Transaction 100 streamed in three blocks, transaction 200 committed
+         * between them; subtransaction 101 (and its child 102) rolled back
+         * after their changes were streamed; a logical message of the top
+         * level after the rollback stays.
+         */
+        s_start(&sc, 100, 1);
+        s_relation(&sc, 100);
+        s_insert(&sc, 100, "t1");
+        s_insert(&sc, 101, "s1a");
+        s_message(&sc, 100, "in-s1");      /* inside the run of 101: 101's, taken back with it */
+        s_stop(&sc);
+        s_begin(&sc, 200, 0x3000);
+        s_relation(&sc, 0);
+        s_insert(&sc, 0, "other");
+        s_end(&sc, 0x3000);
+        s_start(&sc, 100, 0);
+        s_insert(&sc, 101, "s1b");
+        s_insert(&sc, 102, "s2");
+        s_stop(&sc);
+        s_abort(&sc, 100, 102);
+        s_abort(&sc, 100, 101);
+        s_abort(&sc, 100, 103);             /* none of its changes streamed: nothing to take back */
+        s_start(&sc, 100, 0);
+        s_insert(&sc, 100, "t2");
+        s_message(&sc, 100, "top");
+        s_insert(&sc, 104, "s3");           /* released, not rolled back */
+        s_stop(&sc);
+        s_commit(&sc, 100, 0x5000);
+        check_script(&sc, "B200 Iother C3030 B100 It1 It2 Mtop Is3 C5030 ");
+
+        /* Two streams at once, one aborted whole; a non-streamed transaction after. */
+        sc.n = 0;
+        s_start(&sc, 300, 1);
+        s_relation(&sc, 300);
+        s_insert(&sc, 300, "a1");
+        s_stop(&sc);
+        s_start(&sc, 301, 1);
+        s_relation(&sc, 301);
+        s_insert(&sc, 301, "b1");
+        s_stop(&sc);
+        s_start(&sc, 300, 0);
+        s_insert(&sc, 300, "a2");
+        s_stop(&sc);
+        s_abort(&sc, 301, 301);
+        s_commit(&sc, 300, 0x6000);
+        s_begin(&sc, 302, 0x7000);
+        s_insert(&sc, 0, "c1");
+        s_end(&sc, 0x7000);
+        check_script(&sc, "B300 Ia1 Ia2 C6030 B302 Ic1 C7030 ");
+
+        /* A logical message just before a rolled-back subtransaction's first change: whose is it? */
+        sc.n = 0;
+        s_start(&sc, 400, 1);
+        s_relation(&sc, 400);
+        s_insert(&sc, 400, "t1");
+        s_message(&sc, 400, "whose");
+        s_insert(&sc, 401, "x");
+        s_stop(&sc);
+        s_abort(&sc, 400, 401);
+        check_script(&sc, "!95");           /* -ENOTSUP */
+
+        /* The same message with the subtransaction committed: kept, in its place. */
+        sc.n = 0;
+        s_start(&sc, 400, 1);
+        s_relation(&sc, 400);
+        s_insert(&sc, 400, "t1");
+        s_message(&sc, 400, "mine");
+        s_insert(&sc, 401, "x");
+        s_stop(&sc);
+        s_commit(&sc, 400, 0x8000);
+        check_script(&sc, "B400 It1 Mmine Ix C8030 ");
+
+        /* Out of place: each refused (-EBADMSG). */
+        sc.n = 0;
+        s_commit(&sc, 500, 0x9000);         /* never began */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 0);               /* its first block is missing */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_start(&sc, 501, 1);               /* nested */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_stop(&sc);
+        s_start(&sc, 500, 1);               /* first again */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_stop(&sc);                        /* outside a stream */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_begin(&sc, 502, 0x9000);
+        s_start(&sc, 500, 1);               /* inside a transaction */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_begin(&sc, 502, 0x9000);          /* a Begin inside a block */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_stop(&sc);
+        s_begin(&sc, 500, 0x9000);          /* a Begin of a transaction being streamed */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_relation(&sc, 500);
+        add(&sc, "I\0\0", 3);               /* no xid */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_commit(&sc, 500, 0x9000);         /* inside its block */
+        check_script(&sc, "!74");
+        sc.n = 0;
+        s_start(&sc, 500, 1);
+        s_stop(&sc);
+        add(&sc, "A\0\0\1\364", 5);         /* truncated */
+        check_script(&sc, "!74");
+
+        /* Unfinished: held, counted, dropped by pgo_reset(). */
+        sc.n = 0;
+        s_start(&sc, 600, 1);
+        s_relation(&sc, 600);
+        s_insert(&sc, 600, "held");
+        s_stop(&sc);
+        {
+                struct pgo_decoder *d = pgo_decoder_new(0);
+
+                for (size_t i = 0; i < sc.n; i++)
+                        CHECK_INT(pgo_decode(d, sc.m[i], sc.len[i], 0x1000), 0);
+                CHECK_INT(pgo_streams(d), 1);
+                CHECK(pgo_held_bytes(d) > 0);
+                CHECK(!pgo_in_transaction(d) && !pgo_ready(d));
+                pgo_reset(d);
+                CHECK_INT(pgo_streams(d), 0);
+                CHECK_INT(pgo_held_bytes(d), 0);
+                pgo_decoder_free(d);
+        }
+}
+
 int main(void)
 {
         test_same_as_wal2json();
+        test_streamed_same_as_wal2json();
         test_held_in_a_file();
         test_refused();
         test_values();
         test_relation_bound();
+        test_streamed();
         return check_summary();
 }
