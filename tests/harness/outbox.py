@@ -131,3 +131,57 @@ def delivered_and_confirmed(case, reader, ids, timeout=60):
     last = max(parse_lsn(r.header("ce_pglsn")) for r in reader.records)
     wait_confirmed(case, last, timeout=timeout)
     return last
+
+
+# The walsender streams a transaction once its changes pass this (PostgreSQL's least).
+SMALL_WORK_MEM = "-c logical_decoding_work_mem=64kB"
+# Changes of a table outside the publication: about 90kB, past SMALL_WORK_MEM.
+FILLER = "INSERT INTO filler SELECT g, repeat('x', 200) FROM generate_series(1, 400) g"
+
+
+def stream_stats(case):
+    """(stream_txns, spill_txns) of the case's slot in pg_stat_replication_slots."""
+    rows = case.query("SELECT stream_txns, spill_txns FROM pg_stat_replication_slots WHERE slot_name = %s",
+                      (case.slot,))
+    return rows[0] if rows else (0, 0)
+
+
+def large_transaction(case, reader, relay, message_first):
+    """One transaction larger than SMALL_WORK_MEM, open while another
+    commits: a row, a savepoint (a logical message of another application
+    first when @message_first) whose row is streamed and then rolled back,
+    a row and an outbox_emit() message after it. Then: every committed row
+    arrives once and is confirmed, the rolled-back one nowhere, and the
+    large transaction's records carry its end LSN, after the other's. With
+    streaming (not @message_first), pg_stat_replication_slots counts it
+    streamed and nothing spilled. For a relay started with PGOPTIONS set to
+    SMALL_WORK_MEM, --plugin=pgoutput and --message-prefix=outbox."""
+    case.query("CREATE TABLE IF NOT EXISTS filler (id int, note text)")
+    big = case.connect(autocommit=False)
+    cur = big.cursor()
+    cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('big-1', 'order_received', '{}')")
+    cur.execute(FILLER)
+    cur.execute("SAVEPOINT s1")
+    if message_first:
+        cur.execute("SELECT pg_logical_emit_message(true, 'other-app', 'taken back')")
+    cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('rolled-back', 'order_received', '{}')")
+    cur.execute(FILLER)
+    cur.execute("ROLLBACK TO SAVEPOINT s1")
+    case.query("INSERT INTO outbox (work_id, kind, payload) VALUES ('between', 'order_received', '{}')")
+    cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('big-2', 'order_received', '{}')")
+    cur.execute("SELECT outbox_emit('big-msg', 'order_received', '{}')")
+    cur.execute(FILLER)
+    big.commit()
+    big.close()
+    ids = ["between", "big-1", "big-2", "big-msg"]
+    assert read_while_alive(reader, relay, has_ids(ids), 60), relay.log
+    wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for r in reader.records))
+    reader.drain(timeout=2)
+    got = sorted(r.header("ce_id") for r in reader.records)
+    assert got == sorted(ids), got
+    lsn = {k: parse_lsn(v[0].header("ce_pglsn")) for k, v in by_id(reader.records).items()}
+    assert lsn["big-1"] == lsn["big-msg"] > lsn["between"], lsn
+    if not message_first:
+        streamed, spilled = wait_until(lambda: stream_stats(case)[0] and stream_stats(case), 30,
+                                       what="the walsender to count a streamed transaction")
+        assert streamed >= 1 and spilled == 0, (streamed, spilled)

@@ -53,7 +53,7 @@ from harness import (EXIT_ENV, EXIT_OK, EXIT_USAGE, arrive_and_confirm, by_id, f
                      insert_rows, parse_lsn, pgmajor, procs, relay, run_relay, simple_rows,
                      wait_confirmed, wait_until)
 from harness.faults import Load, collector, mark, sigkill, start_relay, verify
-from harness.outbox import in_transaction
+from harness.outbox import SMALL_WORK_MEM, in_transaction, large_transaction
 from harness.pg import PostgresServer
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -649,8 +649,9 @@ def test_standby_of_15_cannot_decode(env, kafka):
 # The servers of other majors have no wal2json, but every one has pgoutput:
 # there the relay runs end to end, on a database of its own per test (sql/
 # outbox.sql loaded), against the suite's broker. The core of the suite:
-# the record, a logical message, the table changed while running, the slot
-# moved by someone else, a small crash loop.
+# the record, a logical message, the table changed while running, a streamed
+# transaction with a rolled-back savepoint, the slot moved by someone else, a
+# small crash loop.
 
 @pytest.fixture
 def mcase(request, env, server, kafka):
@@ -742,6 +743,19 @@ def test_e2e_pgoutput_slot_moved_by_someone_else(mcase):
     assert "streaming from slot" not in out, out
     reader.drain(timeout=5)
     assert not set(gone.work_ids) & set(by_id(reader.records))
+
+
+def test_e2e_pgoutput_streamed_transaction(mcase, monkeypatch):
+    """A transaction past the walsender's logical_decoding_work_mem, streamed
+    before it commits (protocol version 2; PostgreSQL 16 and later take
+    streaming as a mode, not a boolean), another committed between its
+    blocks, a savepoint rolled back after its row was streamed: every
+    committed row once, the rolled-back one nowhere, nothing spilled."""
+    monkeypatch.setenv("PGOPTIONS", SMALL_WORK_MEM)
+    reader = mcase.reader()
+    r = pgo_relay(mcase, "--message-prefix", "outbox")
+    large_transaction(mcase, reader, r, message_first=False)
+    assert r.stop() == EXIT_OK, r.log
 
 
 def test_e2e_pgoutput_crash_loop(mcase):

@@ -18,7 +18,7 @@ import pytest
 import harness
 from harness import (EXIT_ENV, EXIT_OK, EXIT_USAGE, arrive_and_confirm, by_id, has_ids, parse_lsn,
                      read_while_alive, run_relay, wait_confirmed, wait_until)
-from harness.outbox import in_transaction
+from harness.outbox import SMALL_WORK_MEM, in_transaction, large_transaction
 
 TYPES_SQL = """
 CREATE SCHEMA "int";
@@ -279,48 +279,6 @@ def test_exactly_once_split_transaction_with_pgoutput(case):
     assert relay.stop() == EXIT_OK, relay.log
 
 
-# The walsender streams a transaction once its changes pass this (PostgreSQL's least).
-SMALL_WORK_MEM = "-c logical_decoding_work_mem=64kB"
-# Changes of a table outside the publication: about 90kB, past SMALL_WORK_MEM.
-FILLER = "INSERT INTO filler SELECT g, repeat('x', 200) FROM generate_series(1, 400) g"
-
-
-def stream_stats(case):
-    rows = case.query("SELECT stream_txns, spill_txns FROM pg_stat_replication_slots WHERE slot_name = %s",
-                      (case.slot,))
-    return rows[0] if rows else (0, 0)
-
-
-def large_transaction(case, message_first):
-    """One transaction larger than SMALL_WORK_MEM, open while another
-    commits: a row, a savepoint (a logical message of another application
-    first when @message_first) whose row is streamed and then rolled back,
-    a row and an outbox_emit() message after it. Returns the work IDs that
-    committed."""
-    case.query("CREATE TABLE IF NOT EXISTS filler (id int, note text)")
-    big = case.connect(autocommit=False)
-    cur = big.cursor()
-    cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('big-1', 'order_received', '{}')")
-    cur.execute(FILLER)
-    cur.execute("SAVEPOINT s1")
-    if message_first:
-        cur.execute("SELECT pg_logical_emit_message(true, 'other-app', 'taken back')")
-    cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('rolled-back', 'order_received', '{}')")
-    cur.execute(FILLER)
-    cur.execute("ROLLBACK TO SAVEPOINT s1")
-    case.query("INSERT INTO outbox (work_id, kind, payload) VALUES ('between', 'order_received', '{}')")
-    cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('big-2', 'order_received', '{}')")
-    cur.execute("SELECT outbox_emit('big-msg', 'order_received', '{}')")
-    cur.execute(FILLER)
-    big.commit()
-    big.close()
-    return ["between", "big-1", "big-2", "big-msg"]
-
-
-def lsn_of(reader, work_id):
-    return parse_lsn(by_id(reader.records)[work_id][0].header("ce_pglsn"))
-
-
 def test_large_transaction_is_streamed_and_its_rollback_taken_back(case, monkeypatch):
     """A transaction past the walsender's logical_decoding_work_mem comes
     in blocks before it commits (pg_stat_replication_slots counts it
@@ -331,17 +289,7 @@ def test_large_transaction_is_streamed_and_its_rollback_taken_back(case, monkeyp
     monkeypatch.setenv("PGOPTIONS", SMALL_WORK_MEM)
     relay = case.relay("--plugin", "pgoutput", "--message-prefix", "outbox")
     reader = case.reader()
-    ids = large_transaction(case, message_first=False)
-    assert read_while_alive(reader, relay, has_ids(ids), 60), case.logs()
-    wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for r in reader.records))
-    reader.drain(timeout=2)
-    got = sorted(r.header("ce_id") for r in reader.records)
-    assert got == sorted(ids), got
-    # the rows of the large transaction carry its end LSN: after the one committed first
-    assert lsn_of(reader, "big-1") == lsn_of(reader, "big-msg") > lsn_of(reader, "between"), reader.records
-    streamed, spilled = wait_until(lambda: stream_stats(case)[0] and stream_stats(case), 30,
-                                   what="the walsender to count a streamed transaction")
-    assert streamed >= 1 and spilled == 0, (streamed, spilled)
+    large_transaction(case, reader, relay, message_first=False)
     assert relay.stop() == EXIT_OK, relay.log
     assert not harness.error_lines(relay.log) and "streaming off" not in relay.log, relay.log
 
@@ -357,12 +305,7 @@ def test_streamed_rollback_the_decoder_cannot_place_comes_again_whole(case, monk
     monkeypatch.setenv("PGOPTIONS", SMALL_WORK_MEM)
     relay = case.relay("--plugin", "pgoutput", "--message-prefix", "outbox")
     reader = case.reader()
-    ids = large_transaction(case, message_first=True)
-    assert read_while_alive(reader, relay, has_ids(ids), 60), case.logs()
-    wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for r in reader.records))
-    reader.drain(timeout=2)
-    got = sorted(r.header("ce_id") for r in reader.records)
-    assert got == sorted(ids), got
+    large_transaction(case, reader, relay, message_first=True)
     assert "the stream does not tell whether the rollback took it back" in relay.log, relay.log
     assert "streaming off for the rest of this process" in relay.log, relay.log
     assert relay.stop() == EXIT_OK, relay.log
