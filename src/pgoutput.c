@@ -969,7 +969,8 @@ static int stream_commit(struct pgo_decoder *d, const char *data, size_t len)
  * followed it until the abort is its own or its children's (whose aborts
  * came first). Its first message is the first of the last run (as
  * PostgreSQL's apply worker truncates its spool file, worker.c
- * stream_abort_internal()); a logical message just before that run may be
+ * stream_abort_internal()); a logical message just before that run, or
+ * after the last change when none of the subtransaction's is held, may be
  * its own or not, and nothing in the stream tells: -ENOTSUP.
  */
 static int stream_abort(struct pgo_decoder *d, const char *data, size_t len)
@@ -991,8 +992,14 @@ static int stream_abort(struct pgo_decoder *d, const char *data, size_t len)
                 return 0;
         }
         last = s->nruns ? &s->runs[s->nruns - 1] : NULL;
-        if (!last || last->xid != subxid)
-                return 0;  /* none of its changes held, or taken back with a child's */
+        if (!last || last->xid != subxid) {
+                /* None of its changes held (or taken back with a child's), but maybe its messages. */
+                if (s->m_since)
+                        return fail(d, -ENOTSUP, "subtransaction %u of streamed transaction %u was rolled "
+                                    "back, and logical messages came after the last change held: the "
+                                    "stream does not tell whether the rollback took them back", subxid, xid);
+                return 0;
+        }
         if (last->m_before)
                 return fail(d, -ENOTSUP, "subtransaction %u of streamed transaction %u was rolled back, and "
                             "a logical message came just before its first change: the stream does not "

@@ -775,6 +775,26 @@ static void test_streamed(void)
         s_abort(&sc, 400, 401);
         check_script(&sc, "!95");           /* -ENOTSUP */
 
+        /* A rolled-back subtransaction of messages only: are the last ones its? */
+        sc.n = 0;
+        s_start(&sc, 400, 1);
+        s_relation(&sc, 400);
+        s_insert(&sc, 400, "t1");
+        s_message(&sc, 400, "whose");
+        s_stop(&sc);
+        s_abort(&sc, 400, 401);
+        check_script(&sc, "!95");
+        /* With no message after the last change, such an abort takes nothing back. */
+        sc.n = 0;
+        s_start(&sc, 400, 1);
+        s_relation(&sc, 400);
+        s_message(&sc, 400, "top");
+        s_insert(&sc, 400, "t1");
+        s_stop(&sc);
+        s_abort(&sc, 400, 401);
+        s_commit(&sc, 400, 0x8000);
+        check_script(&sc, "B400 Mtop It1 C8030 ");
+
         /* The same message with the subtransaction committed: kept, in its place. */
         sc.n = 0;
         s_start(&sc, 400, 1);
