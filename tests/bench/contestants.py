@@ -234,7 +234,7 @@ class Decode(Base):
     def argv(self, output, endpos=None):
         pg = self.ctx.pg
         argv = [os.path.join(self.ctx.pg_bindir, "pg_recvlogical"),
-                "-d", pg.conninfo(workload.DBNAME), "-S", self.slot, "--start", "--no-loop",
+                "-d", self.ctx.conninfo(workload.DBNAME), "-S", self.slot, "--start", "--no-loop",
                 "-f", output, "-F", "0", "-s", "%g" % self.ctx.status_interval]
         if endpos is not None:
             argv += ["-E", endpos]
@@ -466,7 +466,7 @@ class Relay(_ToKafka):
         return ["--checkpoint-topic", "%s.%s.%s.checkpoints" % (self.ctx.run_id, tag, self.key)]
 
     def common_args(self, tag):
-        return ["-d", self.ctx.pg.conninfo(workload.DBNAME), "-S", self.slot, "-t", "public.outbox",
+        return ["-d", self.ctx.conninfo(workload.DBNAME), "-S", self.slot, "-t", "public.outbox",
                 "-b", self.ctx.kafka.bootstrap] + self.extra_args(tag)
 
     def make_slot(self, tag):

@@ -106,6 +106,9 @@ def parse_args(argv):
     p.add_argument("--status-interval", type=float,
                    help="relay -s, pg_recvlogical -s and Debezium's offset flush interval, "
                         "seconds (default 1)")
+    p.add_argument("--pg-socket", choices=("tcp", "unix"), default=env_default("pg_socket", "tcp"),
+                   help="how the contestants reach PostgreSQL: TCP loopback (default) or its Unix-domain "
+                   "socket, as a relay beside its database would")
     p.add_argument("--json", default=env_default("json", None), help="also write all figures here")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     p.add_argument("--profile", action="store_true",
@@ -166,6 +169,13 @@ class Context:
         self.offsets = measure.Offsets(self.kafka.bootstrap)
         self.ce_source = "postgresql://%s/%s/public.outbox" % (self.pg.system_identifier(),
                                                                 workload.DBNAME)
+
+    def conninfo(self, dbname):
+        """The contestants' conninfo: TCP loopback, or with --pg-socket=unix
+        the server's Unix-domain socket (a relay beside its database)."""
+        if self.args.pg_socket == "unix":
+            return self.pg.conninfo(dbname, host=self.pg.dir)
+        return self.pg.conninfo(dbname)
 
     def env_meter(self):
         return contestants.EnvMeter(self.kafka.pid)
@@ -462,9 +472,10 @@ def machine_line():
 
 def render(args, results, labels, order, notes):
     lines = ["", "outbox-relay benchmark: N=%d rows, %d small transactions, %d-byte payloads, "
-             "steady %s tx/s for %g s%s" % (args.rows, args.small_txns, args.payload_bytes,
-                                           ",".join(map(str, args.rates)), args.duration,
-                                           " (smoke)" if args.smoke else ""),
+             "steady %s tx/s for %g s, PostgreSQL over %s%s" % (
+                 args.rows, args.small_txns, args.payload_bytes, ",".join(map(str, args.rates)),
+                 args.duration, "its Unix-domain socket" if args.pg_socket == "unix" else "TCP loopback",
+                 " (smoke)" if args.smoke else ""),
              machine_line(), ""]
     if "large" in results:
         lines += backlog_table("backlog drain: 1 transaction of %d rows" % args.rows,
