@@ -46,21 +46,51 @@ struct store {
         char *buf;
         size_t len, cap;
         FILE *file;
+        char *file_buf;             /* @file's stdio buffer, PGO_FILE_BUFFER bytes */
         uint64_t file_bytes;
 };
+
+/* Close @st's file, if any, and free its buffer (after: stdio writes from it at fclose()). */
+static void close_file(struct store *st)
+{
+        if (st->file)
+                fclose(st->file);
+        free(st->file_buf);
+        st->file = NULL;
+        st->file_buf = NULL;
+        st->file_bytes = 0;
+}
 
 /*
  * A run of a streamed transaction's held messages: from @off (bytes into
  * its store) on, the messages carried @xid, until one carried another. A
  * logical message carries the top-level xid whichever subtransaction wrote
  * it (reorderbuffer.c, ReorderBufferApplyMessage()), so it neither starts
- * nor ends a run; @m_before: one came after the previous run's last message
- * and before this run, so it may be this run's subtransaction's.
+ * nor ends a run. LSNs are the XLogData starts the messages came with: a
+ * change's is the start of its WAL record.
  */
 struct run {
         uint64_t off;
+        uint64_t first_start;       /* LSN of its first message */
+        uint64_t last_start;        /* LSN of its last message */
         uint32_t xid;
-        bool m_before;
+        bool first;                 /* the first run of @xid in the transaction */
+        /*
+         * A logical message whose place against this run's first change the
+         * stream does not settle: @m_before, held after the previous run's last
+         * message and written after that message's record began; @m_tie, held
+         * after this run's first message at that message's LSN. A message is
+         * queued at the end of its WAL record (decode.c), the start of the next
+         * record, and the walsender merges the subtransactions' changes by LSN
+         * in no set order on a tie (ReorderBufferIterTXNInit()).
+         */
+        bool m_before, m_tie;
+};
+
+/* Where each xid's first run is: open addressing on the xid (never 0), linear probing. */
+struct xid_slot {
+        uint32_t xid;               /* 0: free */
+        uint32_t run;
 };
 
 /* A transaction streamed before its commit (protocol version 2): Stream Start to Stream Commit or Abort. */
@@ -69,7 +99,11 @@ struct stream {
         struct store st;
         struct run *runs;
         size_t nruns, runs_cap;
-        bool m_since;               /* a logical message since the last message that carried an xid */
+        struct xid_slot *firsts;
+        size_t nfirsts;
+        unsigned firsts_bits;       /* 1 << firsts_bits slots, or none */
+        uint64_t m_since_max;       /* the largest LSN of the logical messages held since the last
+                                     * message that carried an xid; 0: none */
 };
 
 struct pgo_decoder {
@@ -212,10 +246,7 @@ struct pgo_decoder *pgo_decoder_new(size_t txn_memory)
 /* Empty @st, keeping up to BUF_KEEP bytes of memory when @keep. */
 static void drop_store(struct pgo_decoder *d, struct store *st, bool keep)
 {
-        if (st->file)
-                fclose(st->file);
-        st->file = NULL;
-        st->file_bytes = 0;
+        close_file(st);
         d->mem_used -= st->len;
         st->len = 0;
         if (!keep || st->cap > BUF_KEEP) {
@@ -241,6 +272,7 @@ static void drop_stream(struct pgo_decoder *d, struct stream *s)
 {
         drop_store(d, &s->st, false);
         free(s->runs);
+        free(s->firsts);
         if (d->block == s)
                 d->block = NULL;
         *s = d->streams[--d->nstreams];
@@ -683,7 +715,8 @@ static int hold(struct pgo_decoder *d, struct store *st, const char *data, size_
         memcpy(hdr, &len32, sizeof(len32));
         memcpy(hdr + sizeof(len32), &data_start, sizeof(data_start));
         memcpy(hdr + sizeof(len32) + sizeof(data_start), &xid, sizeof(xid));
-        if (!st->file && d->mem_used + need <= d->txn_memory) {
+        /* A streamed transaction leaves half of it to the transactions committed meanwhile. */
+        if (!st->file && d->mem_used + need <= (st == &d->cur ? d->txn_memory : d->txn_memory / 2)) {
                 if (reserve(&st->buf, &st->cap, st->len, need) < 0)
                         return fail(d, -ENOMEM, "out of memory");
                 memcpy(st->buf + st->len, hdr, ENTRY_HDR);
@@ -712,8 +745,11 @@ static int hold(struct pgo_decoder *d, struct store *st, const char *data, size_
                 /*
                  * stdio's default buffer is st_blksize (4 KiB): one write(2) per 4 KiB
                  * of a transaction of hundreds of MB, and as many read(2)s handing it out.
+                 * glibc ignores setvbuf()'s size without a buffer: it is given one.
                  */
-                setvbuf(st->file, NULL, _IOFBF, PGO_FILE_BUFFER);
+                st->file_buf = malloc(PGO_FILE_BUFFER);
+                if (st->file_buf)
+                        setvbuf(st->file, st->file_buf, _IOFBF, PGO_FILE_BUFFER);
         }
         if (fwrite(hdr, ENTRY_HDR, 1, st->file) != 1 || fwrite(data, 1, 1, st->file) != 1 ||
             (mlen > 1 && fwrite(data + 1 + skip, mlen - 1, 1, st->file) != 1))
@@ -733,10 +769,7 @@ static uint64_t store_end(const struct store *st)
 static int store_truncate(struct pgo_decoder *d, struct store *st, uint64_t pos)
 {
         if (pos <= st->len) {
-                if (st->file)
-                        fclose(st->file);
-                st->file = NULL;
-                st->file_bytes = 0;
+                close_file(st);
                 d->mem_used -= st->len - (size_t)pos;
                 st->len = (size_t)pos;
                 return 0;
@@ -857,15 +890,96 @@ static int stream_start(struct pgo_decoder *d, const char *data, size_t len)
         return 0;
 }
 
+static size_t firsts_home(const struct stream *s, uint32_t xid)
+{
+        return (uint32_t)(xid * UINT32_C(2654435761)) >> (32 - s->firsts_bits);
+}
+
+/* The slot of @xid's first run, or NULL. */
+static struct xid_slot *firsts_find(const struct stream *s, uint32_t xid)
+{
+        size_t mask;
+
+        if (!s->firsts_bits)
+                return NULL;
+        mask = ((size_t)1 << s->firsts_bits) - 1;
+        for (size_t i = firsts_home(s, xid);; i = (i + 1) & mask) {
+                if (s->firsts[i].xid == xid)
+                        return &s->firsts[i];
+                if (s->firsts[i].xid == 0)
+                        return NULL;
+        }
+}
+
+static void firsts_insert(struct stream *s, uint32_t xid, uint32_t run)
+{
+        size_t mask = ((size_t)1 << s->firsts_bits) - 1, i = firsts_home(s, xid);
+
+        while (s->firsts[i].xid)
+                i = (i + 1) & mask;
+        s->firsts[i] = (struct xid_slot){xid, run};
+        s->nfirsts++;
+}
+
+/* Remember @xid's first run at @run (@xid not there yet). Returns 0 or -ENOMEM. */
+static int firsts_put(struct stream *s, uint32_t xid, uint32_t run)
+{
+        if ((s->nfirsts + 1) * 2 > ((size_t)1 << s->firsts_bits) || !s->firsts_bits) {
+                unsigned bits = s->firsts_bits ? s->firsts_bits + 1 : 4;
+                struct xid_slot *old = s->firsts;
+                size_t n = s->firsts_bits ? (size_t)1 << s->firsts_bits : 0;
+
+                s->firsts = calloc((size_t)1 << bits, sizeof(*s->firsts));
+                if (!s->firsts) {
+                        s->firsts = old;
+                        return -ENOMEM;
+                }
+                s->firsts_bits = bits;
+                s->nfirsts = 0;
+                for (size_t i = 0; i < n; i++)
+                        if (old[i].xid)
+                                firsts_insert(s, old[i].xid, old[i].run);
+                free(old);
+        }
+        firsts_insert(s, xid, run);
+        return 0;
+}
+
+/* Forget @xid's first run (backward-shift deletion: no tombstones). */
+static void firsts_del(struct stream *s, uint32_t xid)
+{
+        struct xid_slot *slot = firsts_find(s, xid);
+        size_t mask, i, j;
+
+        if (!slot)
+                return;
+        mask = ((size_t)1 << s->firsts_bits) - 1;
+        i = (size_t)(slot - s->firsts);
+        for (j = (i + 1) & mask; s->firsts[j].xid; j = (j + 1) & mask) {
+                size_t k = firsts_home(s, s->firsts[j].xid);
+
+                /* Move it back unless its home lies cyclically in (i, j]. */
+                if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+                        s->firsts[i] = s->firsts[j];
+                        i = j;
+                }
+        }
+        s->firsts[i].xid = 0;
+        s->nfirsts--;
+}
+
 /*
  * A message inside a stream block: every change, Relation, Type and
  * logical message carries an Int32 xid after its type (the subtransaction's
  * for a change, Relation and Type; the top-level one's for a logical
- * message), an Origin none. Held in the stream's store without it.
+ * message), an Origin none. Held in the stream's store without it; runs
+ * and logical messages noted for stream_abort().
  */
 static int stream_hold(struct pgo_decoder *d, const char *data, size_t len, uint64_t data_start)
 {
         struct stream *s = d->block;
+        struct run *last;
+        uint64_t m_lsn;
         uint32_t xid = 0;
         int ret;
 
@@ -883,13 +997,26 @@ static int stream_hold(struct pgo_decoder *d, const char *data, size_t len, uint
         if (len < 5 || !(xid = (uint32_t)be32(data + 1)))
                 return fail(d, -EBADMSG, "'%c' message inside the stream of transaction %u without its xid",
                             data[0], s->xid);
+        last = s->nruns ? &s->runs[s->nruns - 1] : NULL;
         if (data[0] == 'M') {
+                /* 'M', xid, Int8 flags, Int64 the message's LSN (the end of its WAL record), ... */
+                if (len < 14)
+                        return fail(d, -EBADMSG, "truncated logical message inside the stream of "
+                                    "transaction %u", s->xid);
+                m_lsn = (uint64_t)be32(data + 6) << 32 | be32(data + 10);
                 ret = hold(d, &s->st, data, len, 4, data_start, xid);
-                if (ret == 0)
-                        s->m_since = true;
-                return ret;
+                if (ret < 0)
+                        return ret;
+                if (m_lsn > s->m_since_max)
+                        s->m_since_max = m_lsn;
+                if (last && m_lsn <= last->first_start)
+                        last->m_tie = true;
+                return 0;
         }
-        if (s->nruns == 0 || s->runs[s->nruns - 1].xid != xid) {
+        if (!last || last->xid != xid) {
+                uint64_t prev_last = last ? last->last_start : 0;
+                bool first = !firsts_find(s, xid);
+
                 if (s->nruns == PGO_STREAM_RUNS_MAX)
                         return fail(d, -ENOTSUP, "transaction %u changed tables in more than %d turns "
                                     "between its subtransactions while it was streamed", s->xid,
@@ -903,9 +1030,16 @@ static int stream_hold(struct pgo_decoder *d, const char *data, size_t len, uint
                         s->runs = nr;
                         s->runs_cap = cap;
                 }
-                s->runs[s->nruns++] = (struct run){store_end(&s->st), xid, s->m_since};
+                if (first && firsts_put(s, xid, (uint32_t)s->nruns) < 0)
+                        return fail(d, -ENOMEM, "out of memory");
+                s->runs[s->nruns++] = (struct run){
+                        .off = store_end(&s->st), .first_start = data_start, .last_start = data_start,
+                        .xid = xid, .first = first, .m_before = s->m_since_max > prev_last,
+                };
+        } else {
+                last->last_start = data_start;
         }
-        s->m_since = false;
+        s->m_since_max = 0;
         return hold(d, &s->st, data, len, 4, data_start, xid);
 }
 
@@ -964,21 +1098,24 @@ static int stream_commit(struct pgo_decoder *d, const char *data, size_t len)
 /*
  * Stream Abort: Int32 xid, Int32 subtransaction xid (the xid again for the
  * whole transaction). A subtransaction's abort takes back every message
- * since its first: the walsender sends a transaction's changes in the order
- * written, and a session works in its innermost subtransaction, so what
- * followed it until the abort is its own or its children's (whose aborts
- * came first). Its first message is the first of the last run (as
- * PostgreSQL's apply worker truncates its spool file, worker.c
- * stream_abort_internal()); a logical message just before that run, or
- * after the last change when none of the subtransaction's is held, may be
- * its own or not, and nothing in the stream tells: -ENOTSUP.
+ * held since its first (as PostgreSQL's apply worker truncates its spool
+ * file at the subtransaction's first change, worker.c subxact_info_add()
+ * and stream_abort_internal()): a session works in its innermost
+ * subtransaction, so what followed until the abort is its own or its
+ * children's, whose aborts came first (decode.c DecodeAbort()). A logical
+ * message carries the top-level xid, so one next to that first change
+ * (struct run's @m_before, @m_tie), or after the last change held when none
+ * of the subtransaction's is, may be its own or not, and nothing in the
+ * stream tells: -ENOTSUP.
  */
 static int stream_abort(struct pgo_decoder *d, const char *data, size_t len)
 {
         struct rd r = {(char *)data + 1, (char *)data + len};
+        struct xid_slot *slot;
         struct stream *s;
         uint32_t xid, subxid;
-        struct run *last;
+        struct run *run;
+        size_t k;
 
         if (!rd_u32(&r, &xid) || !rd_u32(&r, &subxid) || r.p != r.end)
                 return fail(d, -EBADMSG, "malformed Stream Abort message of %zu bytes", len);
@@ -991,23 +1128,29 @@ static int stream_abort(struct pgo_decoder *d, const char *data, size_t len)
                 drop_stream(d, s);
                 return 0;
         }
-        last = s->nruns ? &s->runs[s->nruns - 1] : NULL;
-        if (!last || last->xid != subxid) {
+        slot = firsts_find(s, subxid);
+        if (!slot) {
                 /* None of its changes held (or taken back with a child's), but maybe its messages. */
-                if (s->m_since)
+                if (s->m_since_max > (s->nruns ? s->runs[s->nruns - 1].last_start : 0))
                         return fail(d, -ENOTSUP, "subtransaction %u of streamed transaction %u was rolled "
                                     "back, and logical messages came after the last change held: the "
                                     "stream does not tell whether the rollback took them back", subxid, xid);
                 return 0;
         }
-        if (last->m_before)
+        k = slot->run;
+        run = &s->runs[k];
+        if (run->m_before || run->m_tie)
                 return fail(d, -ENOTSUP, "subtransaction %u of streamed transaction %u was rolled back, and "
-                            "a logical message came just before its first change: the stream does not "
-                            "tell whether the rollback took it back too", subxid, xid);
-        if (store_truncate(d, &s->st, last->off) < 0)
+                            "a logical message came next to its first change: the stream does not tell "
+                            "whether the rollback took it back too", subxid, xid);
+        if (store_truncate(d, &s->st, run->off) < 0)
                 return -EIO;
-        s->nruns--;
-        s->m_since = false;
+        while (s->nruns > k) {
+                run = &s->runs[--s->nruns];
+                if (run->first)
+                        firsts_del(s, run->xid);
+        }
+        s->m_since_max = 0;
         return 0;
 }
 

@@ -76,11 +76,12 @@
  * to its Stream Commit, then handed out alike (its BEGIN and COMMIT events
  * made from the Stream Commit); a Stream Abort drops it, or what its rolled
  * back subtransaction added. What is held, over every transaction, stays in
- * memory up to the limit given to pgo_decoder_new(), the rest in unlinked
- * files under $TMPDIR (/tmp), as PostgreSQL spills a large transaction to
- * disk itself: memory stays bounded whatever a transaction holds. Relation
- * messages are applied in their place among the held changes, when their
- * transaction is handed out.
+ * memory up to the limit given to pgo_decoder_new() (streamed transactions
+ * half of it, so that those committed meanwhile keep room), the rest in
+ * unlinked files under $TMPDIR (/tmp), each with a stdio buffer of 256 KiB,
+ * as PostgreSQL spills a large transaction to disk itself: memory stays
+ * bounded whatever a transaction holds. Relation messages are applied in
+ * their place among the held changes, when their transaction is handed out.
  *
  * Values are handed out as the text PostgreSQL's output function printed,
  * NUL-terminated in place: no allocation per row. The Relation cache is
