@@ -562,12 +562,35 @@ static int eos_session(struct relay *r)
 }
 
 /*
+ * pgoutput's streaming for this session. PostgreSQL 14 to 17 can leave a
+ * committed transactional logical message out of a streamed transaction
+ * altogether (seen on 14.24, 15.18, 16.15 and 17.11, not on 18.6: a message
+ * in a subtransaction, a later savepoint rolled back after a speculative
+ * insert of a TOASTed row); table rows came whole in every case tried. So a
+ * relay that publishes logical messages (--message-prefix) streams from 18
+ * on only.
+ */
+static bool pgo_streaming(struct relay *r)
+{
+        bool on = !r->pgo.no_streaming &&
+                  (!r->conf->message_prefix || r->pre.server_version_num >= 180000);
+
+        if (!on && !r->pgo.no_streaming && !r->pgo.said_streaming)
+                log_info("pgoutput: streaming off: PostgreSQL %d can leave a logical message out of a "
+                         "streamed transaction, and the relay publishes them (--message-prefix); a "
+                         "transaction past logical_decoding_work_mem is spilled by the server and sent "
+                         "at its commit", r->pre.server_version_num / 10000);
+        r->pgo.said_streaming = true;
+        return on;
+}
+
+/*
  * The output plugin's options for START_REPLICATION: wal2json's (format
  * version 2 with what the relay reads, add-tables), or pgoutput's (protocol
  * version 2, streaming, text values, the publication, logical messages). Either sends
  * logical messages of every prefix (relay_row.c decides). Sets @st.
  */
-static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX],
+static void plugin_options(struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX],
                            struct pgstream_start *st)
 {
         const char *w2j[] = {
@@ -592,7 +615,7 @@ static void plugin_options(const struct relay *r, const char *opts[PLUGIN_OPTION
                  * pg_replslot/ on the server and decoded again at its commit.
                  */
                 "proto_version", "2",
-                "streaming", r->pgo.no_streaming ? "off" : "on",
+                "streaming", r->pgo.dec && pgo_streaming(r) ? "on" : "off",
                 "publication_names", config_publication(r->conf),
                 /*
                  * Always, as wal2json sends them without add-msg-prefixes: messages of every

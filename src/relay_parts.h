@@ -224,6 +224,7 @@ struct relay_pgo {
          * the decoder could not follow (pgo_decode() -ENOTSUP) comes again whole.
          */
         bool no_streaming;
+        bool said_streaming;          /* why streaming is off was logged */
 };
 
 /*

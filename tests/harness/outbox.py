@@ -146,16 +146,17 @@ def stream_stats(case):
     return rows[0] if rows else (0, 0)
 
 
-def large_transaction(case, reader, relay, message_first):
+def large_transaction(case, reader, relay, message_first=False, outbox_message=False, streamed=True):
     """One transaction larger than SMALL_WORK_MEM, open while another
     commits: a row, a savepoint (a logical message of another application
     first when @message_first) whose row is streamed and then rolled back,
-    a row and an outbox_emit() message after it. Then: every committed row
+    a row (and an outbox_emit() message with @outbox_message, for a relay
+    with --message-prefix=outbox) after it. Then: every committed row
     arrives once and is confirmed, the rolled-back one nowhere, and the
     large transaction's records carry its end LSN, after the other's. With
-    streaming (not @message_first), pg_stat_replication_slots counts it
-    streamed and nothing spilled. For a relay started with PGOPTIONS set to
-    SMALL_WORK_MEM, --plugin=pgoutput and --message-prefix=outbox."""
+    @streamed, pg_stat_replication_slots counts it streamed and nothing
+    spilled. For a relay started with PGOPTIONS set to SMALL_WORK_MEM and
+    --plugin=pgoutput."""
     case.query("CREATE TABLE IF NOT EXISTS filler (id int, note text)")
     big = case.connect(autocommit=False)
     cur = big.cursor()
@@ -169,19 +170,20 @@ def large_transaction(case, reader, relay, message_first):
     cur.execute("ROLLBACK TO SAVEPOINT s1")
     case.query("INSERT INTO outbox (work_id, kind, payload) VALUES ('between', 'order_received', '{}')")
     cur.execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('big-2', 'order_received', '{}')")
-    cur.execute("SELECT outbox_emit('big-msg', 'order_received', '{}')")
+    if outbox_message:
+        cur.execute("SELECT outbox_emit('big-msg', 'order_received', '{}')")
     cur.execute(FILLER)
     big.commit()
     big.close()
-    ids = ["between", "big-1", "big-2", "big-msg"]
+    ids = ["between", "big-1", "big-2"] + (["big-msg"] if outbox_message else [])
     assert read_while_alive(reader, relay, has_ids(ids), 60), relay.log
     wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for r in reader.records))
     reader.drain(timeout=2)
     got = sorted(r.header("ce_id") for r in reader.records)
     assert got == sorted(ids), got
     lsn = {k: parse_lsn(v[0].header("ce_pglsn")) for k, v in by_id(reader.records).items()}
-    assert lsn["big-1"] == lsn["big-msg"] > lsn["between"], lsn
-    if not message_first:
+    assert lsn["big-1"] == lsn["big-2"] == lsn.get("big-msg", lsn["big-1"]) > lsn["between"], lsn
+    if streamed:
         streamed, spilled = wait_until(lambda: stream_stats(case)[0] and stream_stats(case), 30,
                                        what="the walsender to count a streamed transaction")
         assert streamed >= 1 and spilled == 0, (streamed, spilled)

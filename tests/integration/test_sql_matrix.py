@@ -753,8 +753,8 @@ def test_e2e_pgoutput_streamed_transaction(mcase, monkeypatch):
     committed row once, the rolled-back one nowhere, nothing spilled."""
     monkeypatch.setenv("PGOPTIONS", SMALL_WORK_MEM)
     reader = mcase.reader()
-    r = pgo_relay(mcase, "--message-prefix", "outbox")
-    large_transaction(mcase, reader, r, message_first=False)
+    r = pgo_relay(mcase)
+    large_transaction(mcase, reader, r)
     assert r.stop() == EXIT_OK, r.log
 
 
