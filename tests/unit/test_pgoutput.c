@@ -806,6 +806,19 @@ static void test_streamed(void)
         s_commit(&sc, 400, 0x8000);
         check_script(&sc, "B400 It1 Mmine Ix C8030 ");
 
+        /*
+         * A Stream Abort of a transaction never streamed: nothing held, nothing to do.
+         * PostgreSQL 18 sends them even to a client that asked for no streaming (a
+         * subtransaction marked streamed that never was; estuary/connectors#5228).
+         */
+        sc.n = 0;
+        s_abort(&sc, 700, 701);
+        s_begin(&sc, 702, 0xa000);
+        s_relation(&sc, 0);
+        s_insert(&sc, 0, "after");
+        s_end(&sc, 0xa000);
+        check_script(&sc, "B702 Iafter Ca030 ");
+
         /* Out of place: each refused (-EBADMSG). */
         sc.n = 0;
         s_commit(&sc, 500, 0x9000);         /* never began */
