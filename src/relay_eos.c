@@ -606,7 +606,6 @@ static int commit_step(struct relay *r)
         struct relay_eos *x = &r->eos;
         struct producer_error e;
         char a[LSN_STRLEN];
-        int64_t t;
         int ret;
 
         ret = commit_checkpoint(r);
@@ -627,12 +626,30 @@ static int commit_step(struct relay *r)
                 return abort_failed(r);
         }
         /*
-         * No longer than the next standby status update: on the retriable
-         * timeout the commit goes on in librdkafka's background, and the next
-         * turn of the loop calls it again.
+         * At most CALL_MS: on the retriable timeout the commit goes on in
+         * librdkafka's background, and the next turn of the loop calls it
+         * again. Never shorter. In librdkafka (2.0.2 to 2.8 at least) a call
+         * whose first phase (begin commit) times out is not resumed but leaves
+         * that phase's late result behind, and the next call takes each
+         * phase's result from the one before: its last phase then runs while
+         * the EndTxn is still in flight and fails with _STATE ("Operation not
+         * valid in state CommittingTransaction"), and the EndTxn's answer,
+         * arriving with no commit call under way, is taken for an abort's
+         * (rd_kafka_txn_endtxn_complete() asks the current call's name), which
+         * librdkafka asserts against: the process aborts. Seen in CI with a
+         * 10 ms call on a loaded machine.
          */
-        t = relay_status_due_ms(r);
-        ret = producer_commit_transaction(r->prod, (int)(t < 10 ? 10 : t > CALL_MS ? CALL_MS : t), &e);
+        ret = producer_commit_transaction(r->prod, CALL_MS, &e);
+        /*
+         * That _STATE: a commit call under way again before the EndTxn's answer
+         * arrives lets librdkafka finish it as a commit (the results are in step
+         * again), so it is made at once.
+         */
+        for (int again = 0; ret == -EIO && e.code == PRODUCER_ERR_STATE && x->end_called && again < 3; again++) {
+                log_warning("librdkafka answered a resumed commit of the Kafka transaction with %s (%s): "
+                            "calling it again", e.text, e.name);
+                ret = producer_commit_transaction(r->prod, CALL_MS, &e);
+        }
         x->end_called = true;
         if (ret == -EAGAIN && relay_mono_ms() <= x->end_deadline_ms)
                 return 0;
