@@ -356,6 +356,24 @@ static struct pgo_relation *find_rel(struct pgo_decoder *d, uint32_t oid, size_t
         return NULL;
 }
 
+/*
+ * @arr (an array of @*cap elements of @size bytes, holding @n) with room for
+ * one more: doubled when full, from @first elements. Returns the array, or
+ * NULL when out of memory (@arr and @*cap kept).
+ */
+static void *grow_array(void *arr, size_t *cap, size_t n, size_t size, size_t first)
+{
+        size_t want = *cap ? *cap * 2 : first;
+        void *na;
+
+        if (n < *cap)
+                return arr;
+        na = realloc(arr, want * size);
+        if (na)
+                *cap = want;
+        return na;
+}
+
 /* Room for @n more bytes in @*buf of capacity @*cap holding @len. */
 static int reserve(char **buf, size_t *cap, size_t len, size_t n)
 {
@@ -856,7 +874,7 @@ static struct stream *find_stream(struct pgo_decoder *d, uint32_t xid)
 static int stream_start(struct pgo_decoder *d, const char *data, size_t len)
 {
         struct rd r = {(char *)data + 1, (char *)data + len};
-        struct stream *s;
+        struct stream *s, *ns;
         uint32_t xid;
         uint8_t first;
 
@@ -874,15 +892,10 @@ static int stream_start(struct pgo_decoder *d, const char *data, size_t len)
                 return fail(d, -EBADMSG, "a Stream Start of transaction %u continuing a stream never begun: "
                             "what came before it is missing", xid);
         if (!s) {
-                if (d->nstreams == d->streams_cap) {
-                        size_t cap = d->streams_cap ? d->streams_cap * 2 : 4;
-                        struct stream *ns = realloc(d->streams, cap * sizeof(*ns));
-
-                        if (!ns)
-                                return fail(d, -ENOMEM, "out of memory");
-                        d->streams = ns;
-                        d->streams_cap = cap;
-                }
+                ns = grow_array(d->streams, &d->streams_cap, d->nstreams, sizeof(*ns), 4);
+                if (!ns)
+                        return fail(d, -ENOMEM, "out of memory");
+                d->streams = ns;
                 s = &d->streams[d->nstreams++];
                 *s = (struct stream){.xid = xid};
         }
@@ -1016,20 +1029,16 @@ static int stream_hold(struct pgo_decoder *d, const char *data, size_t len, uint
         if (!last || last->xid != xid) {
                 uint64_t prev_last = last ? last->last_start : 0;
                 bool first = !firsts_find(s, xid);
+                struct run *nr;
 
                 if (s->nruns == PGO_STREAM_RUNS_MAX)
                         return fail(d, -ENOTSUP, "transaction %u changed tables in more than %d turns "
                                     "between its subtransactions while it was streamed", s->xid,
                                     PGO_STREAM_RUNS_MAX);
-                if (s->nruns == s->runs_cap) {
-                        size_t cap = s->runs_cap ? s->runs_cap * 2 : 16;
-                        struct run *nr = realloc(s->runs, cap * sizeof(*nr));
-
-                        if (!nr)
-                                return fail(d, -ENOMEM, "out of memory");
-                        s->runs = nr;
-                        s->runs_cap = cap;
-                }
+                nr = grow_array(s->runs, &s->runs_cap, s->nruns, sizeof(*nr), 16);
+                if (!nr)
+                        return fail(d, -ENOMEM, "out of memory");
+                s->runs = nr;
                 if (first && firsts_put(s, xid, (uint32_t)s->nruns) < 0)
                         return fail(d, -ENOMEM, "out of memory");
                 s->runs[s->nruns++] = (struct run){

@@ -575,12 +575,13 @@ static bool pgo_streaming(struct relay *r)
         bool on = !r->pgo.no_streaming &&
                   (!r->conf->message_prefix || r->pre.server_version_num >= 180000);
 
-        if (!on && !r->pgo.no_streaming && !r->pgo.said_streaming)
+        if (!on && !r->pgo.no_streaming && !r->pgo.said_streaming) {
                 log_info("pgoutput: streaming off: PostgreSQL %d can leave a logical message out of a "
                          "streamed transaction, and the relay publishes them (--message-prefix); a "
                          "transaction past logical_decoding_work_mem is spilled by the server and sent "
                          "at its commit", r->pre.server_version_num / 10000);
-        r->pgo.said_streaming = true;
+                r->pgo.said_streaming = true;
+        }
         return on;
 }
 

@@ -230,7 +230,10 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
 
 bool relay_eos_abort_refused(const struct relay *r, const struct producer_error *e)
 {
-        /* Only for an abort: INVALID_TXN_STATE at any other step is not this. */
+        /*
+         * x->aborted: an abort of this session began, and the session ends after
+         * it, so the INVALID_TXN_STATE is that abort's.
+         */
         return relay_eos_on(r) && (r->eos.refused || r->eos.aborted) &&
                e->code == PRODUCER_ERR_INVALID_TXN_STATE;
 }
