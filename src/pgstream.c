@@ -10,6 +10,7 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,22 @@ int pgstream_want_write(struct pgstream *s)
 int pgstream_flush(struct pgstream *s)
 {
         return PQflush(s->conn) < 0 ? -EIO : 0;
+}
+
+int pgstream_set_read_batch(struct pgstream *s, int bytes)
+{
+        struct sockaddr_storage a;
+        socklen_t alen = sizeof(a);
+        int fd = PQsocket(s->conn);
+
+        /* A Unix-domain socket's poll() ignores SO_RCVLOWAT (af_unix.c): it would only add the timer. */
+        if (getsockname(fd, (struct sockaddr *)&a, &alen) < 0)
+                return -errno;
+        if (a.ss_family != AF_INET && a.ss_family != AF_INET6)
+                return -EOPNOTSUPP;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) < 0)
+                return -errno;
+        return 0;
 }
 
 int pgstream_consume(struct pgstream *s, char *err, size_t errlen)

@@ -92,7 +92,22 @@ int pgstream_want_write(struct pgstream *s);
 int pgstream_read(struct pgstream *s, const char **ret_buf, size_t *ret_len, char *err, size_t errlen,
                   char sqlstate[6]);
 
-/* pgstream_consume() - read what the socket has (after POLLIN). Returns 0 or -EIO. */
+/*
+ * pgstream_set_read_batch() - how many bytes the kernel gathers before
+ * poll() reports the socket readable (SO_RCVLOWAT, socket(7)); 1 is the
+ * kernel's default: every arrival wakes. An end of the connection or an
+ * error still wakes at once. With more than 1, the caller reads on a timer
+ * too (pgstream_consume() without POLLIN): a tail below @bytes never wakes.
+ * TCP only. Returns 0, -EOPNOTSUPP (not a TCP socket: a Unix-domain
+ * socket's poll() ignores it), or -errno from getsockname() or setsockopt()
+ * (the socket is left as it was).
+ */
+int pgstream_set_read_batch(struct pgstream *s, int bytes);
+
+/*
+ * pgstream_consume() - read what the socket has (after POLLIN, or on a
+ * timer); nothing there is not an error. Returns 0 or -EIO.
+ */
 int pgstream_consume(struct pgstream *s, char *err, size_t errlen);
 
 /*

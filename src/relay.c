@@ -65,12 +65,16 @@ static void check_reload(struct relay *r, short revents)
         }
 }
 
-/* relay_wait()'s work after poll(): @pg_revents of the replication socket. Returns as relay_wait(). */
-static int serve(struct relay *r, short pg_revents)
+/*
+ * relay_wait()'s work after poll(): @pg_revents of the replication socket,
+ * @read_timer: read it even if poll() did not say so (batched reads).
+ * Returns as relay_wait().
+ */
+static int serve(struct relay *r, short pg_revents, bool read_timer)
 {
         char err[ERRLEN];
 
-        if (r->streaming && (pg_revents & (POLLIN | POLLERR | POLLHUP)) &&
+        if (r->streaming && ((pg_revents & (POLLIN | POLLERR | POLLHUP)) || read_timer) &&
             pgstream_consume(r->pg, err, sizeof(err)) < 0) {
                 relay_fail(r, RELAY_EXIT_RETRY, "lost the replication connection: %s", err);
                 r->streaming = false;
@@ -108,6 +112,7 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         int64_t t = timeout_ms < 0 || timeout_ms > WAIT_MAX_MS ? WAIT_MAX_MS : timeout_ms;
         int http = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
         int64_t ping = relay_notify_due_ms(r);
+        bool read_timer = false;
         int ret;
 
         /*
@@ -118,8 +123,13 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         assert(!r->handling);
         if (r->streaming) {
                 pfd[PG].fd = pgstream_socket(r->pg);
-                if (flags & RELAY_WAIT_READ)
+                if (flags & RELAY_WAIT_READ) {
                         pfd[PG].events |= POLLIN;
+                        /* Batched reads: a tail below the batch is read on this timer. */
+                        read_timer = r->reads.batch;
+                        if (read_timer && t > RELAY_READ_BATCH_WAIT_MS)
+                                t = RELAY_READ_BATCH_WAIT_MS;
+                }
                 if (pgstream_want_write(r->pg))
                         pfd[PG].events |= POLLOUT;
                 if (relay_status_due_ms(r) < t)
@@ -138,7 +148,7 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         /* The watchdog's ping says this loop turns: here, and nowhere else. */
         relay_notify_turn(r);
         r->handling = true;
-        ret = serve(r, pfd[PG].revents);
+        ret = serve(r, pfd[PG].revents, read_timer);
         r->handling = false;
         return ret;
 }
@@ -303,6 +313,7 @@ static int read_stream(struct relay *r, bool draining)
                         r->streaming = false;
                         return ret;
                 }
+                r->reads.window_bytes += len;
                 if (parse_message(r, buf, len, &m) < 0)
                         return -EBADMSG;
                 if (m.wal_end > r->fb.server_lsn)
@@ -380,6 +391,38 @@ static int stream_turn(struct relay *r)
         return more;
 }
 
+/*
+ * Batch the socket's reads while the server sends faster than
+ * RELAY_READ_BATCH_RATE, measured over RELAY_READ_WINDOW_MS or more; wake
+ * at every arrival again when it slows. What a batch costs: a tail below
+ * RELAY_READ_BATCH is read up to RELAY_READ_BATCH_WAIT_MS late, and only
+ * at a rate that brings RELAY_READ_BATCH in about a millisecond.
+ */
+static void pace_reads(struct relay *r)
+{
+        int64_t now = relay_mono_ms(), span = now - r->reads.window_ms;
+        uint64_t rate;
+        bool batch;
+        int e;
+
+        if (span < RELAY_READ_WINDOW_MS)
+                return;
+        rate = r->reads.window_bytes * 1000 / (uint64_t)span;
+        batch = !r->reads.unsupported && rate >= RELAY_READ_BATCH_RATE;
+        r->reads.window_ms = now;
+        r->reads.window_bytes = 0;
+        if (batch == r->reads.batch)
+                return;
+        e = pgstream_set_read_batch(r->pg, batch ? RELAY_READ_BATCH : 1);
+        if (e < 0) {
+                log_debug("replication reads not batched: %s", strerror(-e));
+                r->reads.unsupported = true;
+                return;
+        }
+        log_debug("replication reads %s at %" PRIu64 " bytes/s", batch ? "batched" : "unbatched", rate);
+        r->reads.batch = batch;
+}
+
 static void stream(struct relay *r)
 {
         r->fb.server_stopping_ms = 0;
@@ -393,6 +436,7 @@ static void stream(struct relay *r)
                 r->handling = false;
                 if (more < 0)
                         break;
+                pace_reads(r);
                 /*
                  * Idle: sleep no longer than the open Kafka transaction's time bound
                  * (or the commit in flight needs). A commit in flight is woken by
@@ -717,6 +761,8 @@ static int session(struct relay *r)
                 return SESSION_ENDED;
         }
         r->streaming = true;
+        /* A new socket: every arrival wakes the loop until the rate says otherwise. */
+        r->reads = (struct relay_reads){.window_ms = relay_mono_ms()};
         relay_watch_stream_started(r);
         relay_set_state(r, RELAY_STATE_STREAMING);
         relay_note_active(r);

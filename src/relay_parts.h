@@ -243,6 +243,25 @@ struct relay_stage {
         size_t head, n, bytes;
 };
 
+/*
+ * How the replication socket is read (relay.c): while the server sends
+ * faster than RELAY_READ_BATCH_RATE, the kernel gathers RELAY_READ_BATCH
+ * bytes before the loop wakes, so that a backlog costs the relay and the
+ * walsender one wake-up, one recv() and one window update (an ACK) per
+ * batch instead of per CopyData message; a slower stream wakes the loop
+ * at every arrival, as before.
+ */
+#define RELAY_READ_BATCH 16384              /* bytes gathered before a wake-up, while batching */
+#define RELAY_READ_BATCH_WAIT_MS 2          /* the longest wait while batching: a tail below it */
+#define RELAY_READ_WINDOW_MS 10             /* the rate is measured over at least this long */
+#define RELAY_READ_BATCH_RATE (16u << 20)   /* bytes/s from which the relay batches */
+struct relay_reads {
+        bool batch;                   /* SO_RCVLOWAT is RELAY_READ_BATCH on this session's socket */
+        bool unsupported;             /* setsockopt refused it: never again in this session */
+        int64_t window_ms;            /* monotonic: when the rate's window began */
+        uint64_t window_bytes;        /* CopyData bytes read since then */
+};
+
 struct relay {
         /* Given to relay_run(). */
         const struct relay_config *conf;
@@ -285,6 +304,7 @@ struct relay {
         struct relay_watch watch;
         struct relay_eos eos;
         struct relay_stage stage;
+        struct relay_reads reads;
 
         /*
          * The record just offered was not taken, and nothing was done for it:

@@ -157,3 +157,47 @@ def test_one_transaction_of_many_rows(case):
     else:
         assert peak < RSS_LIMIT_KB, "relay peak RSS %d KiB for a %d-row transaction, limit %d " \
             "KiB" % (peak, BIG_ROWS, RSS_LIMIT_KB)
+
+
+def test_a_backlog_is_read_in_batches(case):
+    """A backlog over TCP is read in batches (SO_RCVLOWAT) while the server
+    sends faster than 16 MB/s, and singly again once it slows: every row of
+    the backlog arrives once, and a row committed afterwards arrives at
+    once. Sanitizer builds read too slowly to batch: only delivery is
+    checked there."""
+    topic = case.topic(KIND)
+    case.kafka.create_topic(topic, partitions=PARTITIONS)
+    rows = sized(60000, 300000)
+    coll = CountingCollector(case.kafka.bootstrap, topic, "bat-", rows + 1)
+    case.readers.append(coll)
+    # The slot first, then the backlog, then the relay: the walsender sends it as fast as it is read.
+    relay = start_relay(case, status_interval=STATUS_S)
+    assert relay.stop() == EXIT_OK, relay.log
+    case.query("INSERT INTO outbox (work_id, kind, payload) "
+               "SELECT 'bat-' || g, %s, jsonb_build_object('n', g, 'pad', repeat('x', 300)) "
+               "FROM generate_series(0, %s) g", (KIND, rows - 1))
+    relay = start_relay(case, "-v", status_interval=STATUS_S)
+
+    def arrived(n):
+        def check():
+            assert relay.alive, "relay exited with %s\n%s" % (relay.returncode, relay.log)
+            return coll.distinct == n
+        return check
+    wait_until(arrived(rows), max(300, rows / 500), what="every row of the backlog", tick=coll.poll)
+    batched = "replication reads batched" in relay.log
+    if sanitized(relay.binary):
+        say("sanitizer build: reads batched: %s" % batched)
+    else:
+        assert batched, "a backlog over TCP was not read in batches\n%s" % relay.log
+        wait_until(lambda: "replication reads unbatched" in relay.log.split(
+            "replication reads batched", 1)[1], 30, what="reads unbatched after the backlog")
+    t0 = time.monotonic()
+    case.query("INSERT INTO outbox (work_id, kind, payload) VALUES (%s, %s, '{}')",
+               ("bat-%d" % rows, KIND))
+    wait_until(arrived(rows + 1), 30, what="the row after the backlog", tick=coll.poll)
+    say("the row after the backlog arrived in %.0f ms" % ((time.monotonic() - t0) * 1000))
+    coll.drain()
+    dups = coll.count - coll.distinct - sum(coll.others.values())
+    assert not coll.others, "unexpected work IDs: %s" % list(coll.others)[:5]
+    assert dups == 0, "%d records arrived twice although nothing failed" % dups
+    assert relay.stop() == EXIT_OK, relay.log
