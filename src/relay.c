@@ -1197,8 +1197,7 @@ static void finish(struct relay *r)
         pgo_decoder_free(r->pgo.dec);
         free(r->pgo.cols);
         record_spec_free(r->spec);
-        relay_drop_nacks(r);
-        free(r->nacks.v);
+        relay_nacks_free(r);
         relay_watch_free(r);
         relay_limits_free(r);
         preflight_result_release(&r->pre);

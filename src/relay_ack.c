@@ -157,6 +157,14 @@ void relay_drop_nacks(struct relay *r)
         r->nacks.n = 0;
 }
 
+void relay_nacks_free(struct relay *r)
+{
+        relay_drop_nacks(r);
+        free(r->nacks.v);
+        r->nacks.v = NULL;
+        r->nacks.cap = 0;
+}
+
 void relay_on_delivery(void *ctx, const struct producer_report *rep)
 {
         struct relay *r = ctx;

@@ -13,7 +13,8 @@
  *   relay_row.c     what happens to one decoded record and one outbox row,
  *                   through the guarantee's hooks (relay_guarantee.h)
  *   relay_ack.c     a record handed to librdkafka, and what happens on its
- *                   ack or nack (delivery reports, the dead-letter topic)
+ *                   ack or nack (delivery reports, the dead-letter topic;
+ *                   its own header, relay_ack.h)
  *   relay_limit.c   topics' max.message.bytes, and a producer whose record
  *                   batches fit them (its own header, relay_limit.h)
  *   relay_watch.c   what it keeps true while it runs: the checkpoint
@@ -50,6 +51,7 @@
 #include "pgside.h"
 #include "pgstream.h"
 #include "relay_eos.h"
+#include "relay_ack.h"
 #include "relay_guarantee.h"
 #include "relay_limit.h"
 #include "preflight.h"
@@ -122,23 +124,6 @@ struct relay_standby {
         char holder[512];          /* what was last logged about the holder */
         int64_t since_ms;          /* monotonic: when this relay became a standby */
         int64_t logged_ms;         /* monotonic: the last line about it */
-};
-
-/*
- * A failed delivery report the loop handles after producer_poll() returns
- * (a report may not produce): the message copied into @buf.
- */
-struct relay_nack {
-        struct producer_msg msg;
-        struct producer_error error;
-        struct producer_header *headers;
-        char *buf;
-        bool noted;                /* its dead-lettering was logged and counted; the copy was held back */
-};
-
-struct relay_nacks {
-        struct relay_nack *v;      /* at most one per message in flight: bounded like them */
-        size_t n, cap;
 };
 
 /* What the relay keeps true while it runs (relay_watch.c). */
@@ -328,6 +313,15 @@ void relay_handle_line(struct relay *r, const struct replmsg *m);
  */
 void relay_handle_record(struct relay *r, const struct w2j_record *rec, uint64_t data_start);
 
+/*
+ * relay_headers() - the CloudEvents binary-mode headers of a row of @rec,
+ * from what @row has (a row that failed extraction may lack the ID or
+ * type), then the row's own headers; @source (@source_size bytes) receives
+ * ce_source. Returns the count written to @h (at most MAX_HEADERS).
+ */
+size_t relay_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
+                     struct producer_header *h, char *source, size_t source_size);
+
 /* relay_pgoutput.c: --plugin=pgoutput */
 
 /*
@@ -357,67 +351,6 @@ bool relay_pgo_busy(const struct relay *r);
  * Returns 0 or -ENOMEM. Pure otherwise.
  */
 int relay_pgo_record(const struct pgo_event *ev, struct relay_pgo *p, struct w2j_record *ret_rec);
-
-/*
- * relay_headers() - the CloudEvents binary-mode headers of a row of @rec,
- * from what @row has (a row that failed extraction may lack the ID or
- * type), then the row's own headers; @source (@source_size bytes) receives
- * ce_source. Returns the count written to @h (at most MAX_HEADERS).
- */
-size_t relay_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
-                     struct producer_header *h, char *source, size_t source_size);
-
-/* relay_ack.c: delivery reports */
-
-/*
- * relay_produce() - producer_send(@m), never waiting. Returns 0; -EAGAIN
- * when librdkafka's queue is full (queue.buffering.max.messages or
- * .kbytes): nothing was sent, r->held_back and r->kafka_full are set, and
- * the caller undoes what it did and leaves the record to be offered again
- * after the next wait (which serves delivery reports); -EIO with
- * @ret_error as producer_send().
- */
-int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error);
-
-/*
- * relay_backpressured() - true while the in-flight bounds (messages, bytes)
- * are reached, librdkafka's queue was full at the last produce, a topic's
- * limit is being read, or a failed delivery report waits to be handled
- * (its dead-letter copy goes first): nothing more is offered until then.
- */
-bool relay_backpressured(const struct relay *r);
-
-/* relay_on_delivery() - the producer's delivery report callback (producer_dr_fn). */
-void relay_on_delivery(void *ctx, const struct producer_report *rep);
-
-/* relay_on_kafka_event() - the producer's event callback (producer_event_fn). */
-void relay_on_kafka_event(void *ctx, enum producer_event ev, const struct producer_error *e);
-
-/*
- * relay_handle_nacks() - act on the failed delivery reports collected since
- * the last call (records refused as their own fault): dead-letter, or stop.
- * Produces, so never from inside a report.
- */
-void relay_handle_nacks(struct relay *r);
-
-/* relay_drop_nacks() - forget collected failed reports (their messages are sent again). */
-void relay_drop_nacks(struct relay *r);
-
-/*
- * relay_dead_letter() - publish a row that cannot be published to the
- * dead-letter topic under @m->ticket: @m's key, value and headers plus
- * outbox_relay_error (@reason), outbox_relay_error_code (@code) and
- * outbox_relay_topic (@topic, the intended one, or ""). @work_id and
- * @lsn_text name the row in errors. Returns 0; -EAGAIN when it is held
- * back (r->held_back: the dead-letter topic's limit is being read, or
- * librdkafka's queue is full), nothing sent; -ECANCELED when the open
- * --exactly-once transaction had failed (relay_eos_produce_failed(): the loop
- * aborts it and streams again); or a negative errno after recording the
- * failure.
- */
-int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
-                      const char *code, const char *reason, const char *work_id,
-                      const char *lsn_text);
 
 /* relay_watch.c: what the relay keeps true */
 

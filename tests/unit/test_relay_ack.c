@@ -110,8 +110,7 @@ static void world_open(struct world *w, const char *on_error, const char *timeou
 static void world_close(struct world *w)
 {
         relay_limits_free(&w->r);
-        relay_drop_nacks(&w->r);
-        free(w->r.nacks.v);
+        relay_nacks_free(&w->r);
         producer_free(w->r.prod);
         ledger_free(w->r.ledger);
         metrics_labels_free(w->r.stats.topics);
