@@ -277,6 +277,12 @@ int pgstream_finish(struct pgstream *s, int timeout_ms, char *err, size_t errlen
                 PQfreemem(s->copybuf);
                 s->copybuf = NULL;
         }
+        /*
+         * The answer (CopyDone, CommandComplete, ReadyForQuery) is a few dozen
+         * bytes, and the poll() below has no read timer: reads unbatched first,
+         * or it would sleep to the deadline (pgstream_set_read_batch()).
+         */
+        pgstream_set_read_batch(s, 1);
         if (PQputCopyEnd(s->conn, NULL) <= 0) {
                 trim_copy(err, errlen, PQerrorMessage(s->conn));
                 return -EIO;

@@ -124,7 +124,9 @@ int pgstream_flush(struct pgstream *s);
 /*
  * pgstream_finish() - send CopyDone and drain the server's remaining output
  * and results for at most @timeout_ms, so a last ErrorResponse is seen (and
- * returned as -EPROTO with its message in @err). Returns 0 or a negative errno.
+ * returned as -EPROTO with its message in @err). Reads are unbatched
+ * first (pgstream_set_read_batch() to 1): its own poll() has no read timer.
+ * Returns 0 or a negative errno.
  */
 int pgstream_finish(struct pgstream *s, int timeout_ms, char *err, size_t errlen);
 

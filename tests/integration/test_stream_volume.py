@@ -201,3 +201,43 @@ def test_a_backlog_is_read_in_batches(case):
     assert not coll.others, "unexpected work IDs: %s" % list(coll.others)[:5]
     assert dups == 0, "%d records arrived twice although nothing failed" % dups
     assert relay.stop() == EXIT_OK, relay.log
+
+
+def test_a_stop_while_reads_are_batched_is_prompt(case):
+    """A stop while the replication socket's reads are batched (SO_RCVLOWAT)
+    ends at once: the server's answer to CopyDone, a few dozen bytes, is
+    below the batch, and pgstream_finish()'s own poll() waited for it until
+    its 5 s deadline before reads were unbatched there (found in review).
+    Sanitizer builds read too slowly to batch: the stop comes after 1 s of
+    streaming there."""
+    topic = case.topic(KIND)
+    case.kafka.create_topic(topic, partitions=PARTITIONS)
+    rows = sized(150000, 1000000)
+    relay = start_relay(case, status_interval=STATUS_S)
+    assert relay.stop() == EXIT_OK, relay.log
+    # Transactions of 2,000 rows: the walsender reads the relay's CopyDone between them.
+    conn = case.connect(autocommit=True)
+    try:
+        cur = conn.cursor()
+        for lo in range(0, rows, 2000):
+            cur.execute("INSERT INTO outbox (work_id, kind, payload) "
+                        "SELECT 'stp-' || g, %s, jsonb_build_object('n', g, 'pad', repeat('x', 300)) "
+                        "FROM generate_series(%s, %s) g", (KIND, lo, lo + 1999))
+    finally:
+        conn.close()
+    relay = start_relay(case, "-v", status_interval=STATUS_S)
+    t_start = time.monotonic()
+
+    def batched_now():
+        log = relay.log
+        b = log.rfind("replication reads batched")
+        if b < 0:
+            return sanitized(relay.binary) and time.monotonic() - t_start > 1.0
+        return b > log.rfind("replication reads unbatched")
+    wait_until(batched_now, 120, interval=0.002, what="reads batched")
+    t0 = time.monotonic()
+    assert relay.stop() == EXIT_OK, relay.log
+    took = time.monotonic() - t0
+    say("stopped %.2f s after SIGTERM, reads batched then: %s" % (
+        took, "replication reads batched" in relay.log))
+    assert took < 3.0, "the stop took %.1f s\n%s" % (took, relay.log[-3000:])
