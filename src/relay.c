@@ -394,9 +394,12 @@ static int stream_turn(struct relay *r)
 /*
  * Batch the socket's reads while the server sends faster than
  * RELAY_READ_BATCH_RATE, measured over RELAY_READ_WINDOW_MS or more; wake
- * at every arrival again when it slows. What a batch costs: a tail below
- * RELAY_READ_BATCH is read up to RELAY_READ_BATCH_WAIT_MS late, and only
- * at a rate that brings RELAY_READ_BATCH in about a millisecond.
+ * at every arrival again once it is slower than RELAY_READ_SINGLE_RATE. A
+ * window in which the loop held back from reading (the in-flight bounds)
+ * says nothing of the server's rate and is passed over. What
+ * a batch costs: a tail below RELAY_READ_BATCH is read up to
+ * RELAY_READ_BATCH_WAIT_MS late, and only at a rate that brings
+ * RELAY_READ_BATCH in a few milliseconds.
  */
 static void pace_reads(struct relay *r)
 {
@@ -408,9 +411,14 @@ static void pace_reads(struct relay *r)
         if (span < RELAY_READ_WINDOW_MS)
                 return;
         rate = r->reads.window_bytes * 1000 / (uint64_t)span;
-        batch = !r->reads.unsupported && rate >= RELAY_READ_BATCH_RATE;
+        batch = r->reads.batch ? rate >= RELAY_READ_SINGLE_RATE : rate >= RELAY_READ_BATCH_RATE;
+        batch = batch && !r->reads.unsupported;
         r->reads.window_ms = now;
         r->reads.window_bytes = 0;
+        if (r->reads.held) {
+                r->reads.held = false;
+                return;
+        }
         if (batch == r->reads.batch)
                 return;
         e = pgstream_set_read_batch(r->pg, batch ? RELAY_READ_BATCH : 1);
@@ -428,6 +436,7 @@ static void stream(struct relay *r)
         r->fb.server_stopping_ms = 0;
         r->fb.quick_requests = 0;
         while (!r->failure && !*r->stop) {
+                bool held;
                 int more;
 
                 /* Nothing in a turn waits: what cannot go on holds back until the next wait. */
@@ -444,8 +453,11 @@ static void stream(struct relay *r)
                  * read_stream() takes those in and stages them at every turn, and
                  * a wake-up for each would take CPU from the commit it waits for.
                  */
+                held = relay_backpressured(r);
+                /* A commit in flight still reads, at each turn (read_stream()): its bytes count. */
+                r->reads.held |= held;
                 if (relay_wait(r, more > 0 ? 0 : (int)relay_eos_idle_due_ms(r),
-                               relay_backpressured(r) || relay_eos_busy(r) ? 0 : RELAY_WAIT_READ) < 0)
+                               held || relay_eos_busy(r) ? 0 : RELAY_WAIT_READ) < 0)
                         break;
         }
 }

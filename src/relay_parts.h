@@ -205,9 +205,11 @@ struct relay_stage {
 #define RELAY_READ_BATCH_WAIT_MS 2          /* the longest wait while batching: a tail below it */
 #define RELAY_READ_WINDOW_MS 10             /* the rate is measured over at least this long */
 #define RELAY_READ_BATCH_RATE (16u << 20)   /* bytes/s from which the relay batches */
+#define RELAY_READ_SINGLE_RATE (4u << 20)   /* bytes/s below which it stops batching */
 struct relay_reads {
         bool batch;                   /* SO_RCVLOWAT is RELAY_READ_BATCH on this session's socket */
         bool unsupported;             /* setsockopt refused it: never again in this session */
+        bool held;                    /* the loop waited without reading in this window */
         int64_t window_ms;            /* monotonic: when the rate's window began */
         uint64_t window_bytes;        /* CopyData bytes read since then */
 };
