@@ -201,7 +201,7 @@ struct relay_stage {
  * batch instead of per CopyData message; a slower stream wakes the loop
  * at every arrival, as before.
  */
-#define RELAY_READ_BATCH 16384              /* bytes gathered before a wake-up, while batching */
+#define RELAY_READ_BATCH 65536              /* bytes gathered before a wake-up, while batching */
 #define RELAY_READ_BATCH_WAIT_MS 2          /* the longest wait while batching: a tail below it */
 #define RELAY_READ_WINDOW_MS 10             /* the rate is measured over at least this long */
 #define RELAY_READ_BATCH_RATE (16u << 20)   /* bytes/s from which the relay batches */
