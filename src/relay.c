@@ -522,11 +522,16 @@ static void end_session(struct relay *r)
         if (r->streaming &&
             pgstream_send_status(r->pg, r->fb.write_lsn > flush ? r->fb.write_lsn : flush, flush,
                                  relay_wall_us(), err, sizeof(err)) == 0) {
+                int64_t t0 = relay_mono_ms();
+                int e;
+
                 r->fb.sent_flush_lsn = flush;
                 /* A stopping server may not end the copy until it is confirmed: do not wait long. */
-                if (pgstream_finish(r->pg, r->fb.server_stopping_ms ? 1000 : 5000, err, sizeof(err)) < 0 &&
-                    !r->failure)
+                e = pgstream_finish(r->pg, r->fb.server_stopping_ms ? 1000 : 5000, err, sizeof(err));
+                if (e < 0 && !r->failure)
                         log_warning("ending the replication stream: %s", err);
+                else if (e == 0)
+                        log_debug("ended the replication stream in %" PRId64 " ms", relay_mono_ms() - t0);
         }
         r->streaming = false;
 }
