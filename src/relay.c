@@ -227,7 +227,7 @@ static void handle_message(struct relay *r, const struct replmsg *m, bool staged
                  * seen yet (its end LSN comes with its Commit): the keepalive's
                  * walEnd is then no promise about it.
                  */
-                if (!relay_pgo_busy(r))
+                if (!relay_pgo_busy(&r->pgo))
                         ledger_keepalive(r->ledger, m->wal_end);
                 if (m->reply_requested && !staged)
                         relay_note_reply_request(r, m->wal_end);
@@ -237,7 +237,7 @@ static void handle_message(struct relay *r, const struct replmsg *m, bool staged
                 r->fb.write_lsn = m->data_start;
         r->fb.send_time_us = m->send_time_us;
         /* pgoutput's decoder gives its records to relay_row.c itself; wal2json's lines go there. */
-        if (r->pgo.dec)
+        if (relay_pgo_on(&r->pgo))
                 relay_pgo_line(r, m);
         else
                 relay_handle_line(r, m);
@@ -280,7 +280,7 @@ static int read_stream(struct relay *r, bool draining)
                         return 0;
                 if (!draining && !relay_eos_busy(r)) {
                         /* The rest of a pgoutput transaction handed out before reading on. */
-                        if (r->pgo.dec && pgo_ready(r->pgo.dec)) {
+                        if (relay_pgo_ready(&r->pgo)) {
                                 relay_pgo_drain(r);
                                 continue;
                         }
@@ -623,30 +623,6 @@ static int eos_session(struct relay *r)
 }
 
 /*
- * pgoutput's streaming for this session. PostgreSQL 14 to 17 can leave a
- * committed transactional logical message out of a streamed transaction
- * altogether (seen on 14.24, 15.18, 16.15 and 17.11, not on 18.6: a message
- * in a subtransaction, a later savepoint rolled back after a speculative
- * insert of a TOASTed row); table rows came whole in every case tried. So a
- * relay that publishes logical messages (--message-prefix) streams from 18
- * on only.
- */
-static bool pgo_streaming(struct relay *r)
-{
-        bool on = !r->pgo.no_streaming &&
-                  (!r->conf->message_prefix || r->pre.server_version_num >= 180000);
-
-        if (!on && !r->pgo.no_streaming && !r->pgo.said_streaming) {
-                log_info("pgoutput: streaming off: PostgreSQL %d can leave a logical message out of a "
-                         "streamed transaction, and the relay publishes them (--message-prefix); a "
-                         "transaction past logical_decoding_work_mem is spilled by the server and sent "
-                         "at its commit", r->pre.server_version_num / 10000);
-                r->pgo.said_streaming = true;
-        }
-        return on;
-}
-
-/*
  * The output plugin's options for START_REPLICATION: wal2json's (format
  * version 2 with what the relay reads, add-tables), or pgoutput's (protocol
  * version 2, streaming, text values, the publication, logical messages). Either sends
@@ -677,7 +653,9 @@ static void plugin_options(struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX]
                  * pg_replslot/ on the server and decoded again at its commit.
                  */
                 "proto_version", "2",
-                "streaming", r->pgo.dec && pgo_streaming(r) ? "on" : "off",
+                "streaming", relay_pgo_on(&r->pgo) && relay_pgo_streaming(&r->pgo, r->pre.server_version_num,
+                                                                          r->conf->message_prefix != NULL)
+                             ? "on" : "off",
                 "publication_names", config_publication(r->conf),
                 /*
                  * Always, as wal2json sends them without add-msg-prefixes: messages of every
@@ -685,8 +663,8 @@ static void plugin_options(struct relay *r, const char *opts[PLUGIN_OPTIONS_MAX]
                  */
                 "messages", "true",
         };
-        const char **v = r->pgo.dec ? pgo : w2j;
-        size_t n = r->pgo.dec ? sizeof(pgo) / sizeof(pgo[0]) : sizeof(w2j) / sizeof(w2j[0]);
+        const char **v = relay_pgo_on(&r->pgo) ? pgo : w2j;
+        size_t n = relay_pgo_on(&r->pgo) ? sizeof(pgo) / sizeof(pgo[0]) : sizeof(w2j) / sizeof(w2j[0]);
 
         memcpy(opts, v, n * sizeof(*v));
         *st = (struct pgstream_start){r->conf->slot, opts, n / 2};
@@ -748,9 +726,7 @@ static int session(struct relay *r)
         relay_set_state(r, "checking the slot's checkpoint");
         if (relay_watch_before_stream(r, &slot) < 0)
                 return SESSION_ENDED;
-        /* A new walsender sends every Relation message again and starts at a transaction's Begin. */
-        if (r->pgo.dec)
-                pgo_reset(r->pgo.dec);
+        relay_pgo_session_start(&r->pgo);
         plugin_options(r, opts, &st);
         ret = pgstream_start(r->pg, &st, err, sizeof(err), state);
         if (ret < 0) {
@@ -1142,12 +1118,9 @@ static int start(struct relay *r)
                            ret == -EDOM ? RELAY_EXIT_USAGE : RELAY_EXIT_ENVIRONMENT, "%s", err);
                 return r->failure;
         }
-        if (strcmp(r->pre.plugin, "pgoutput") == 0) {
-                r->pgo.dec = pgo_decoder_new(PGO_TXN_MEMORY_DEFAULT);
-                if (!r->pgo.dec) {
-                        relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
-                        return r->failure;
-                }
+        if (relay_pgo_init(&r->pgo, strcmp(r->pre.plugin, "pgoutput") == 0) < 0) {
+                relay_fail(r, RELAY_EXIT_RETRY, "out of memory");
+                return r->failure;
         }
         /*
          * A slot made now gets its first checkpoint before anything else: a
@@ -1211,8 +1184,7 @@ static void finish(struct relay *r)
         metrics_labels_free(r->stats.errors);
         ledger_free(r->ledger);
         w2j_decoder_free(r->dec);
-        pgo_decoder_free(r->pgo.dec);
-        free(r->pgo.cols);
+        relay_pgo_free(&r->pgo);
         record_spec_free(r->spec);
         relay_nacks_free(r);
         relay_watch_free(r);

@@ -9,7 +9,8 @@
  *                   reconnects, the warm standby, stop, `slot create`'s
  *                   first checkpoint
  *   relay_pgoutput.c  what a pgoutput message becomes: records in wal2json.h's
- *                   form, the table's identity by OID (--plugin=pgoutput)
+ *                   form, the table's identity by OID (--plugin=pgoutput;
+ *                   its own header, relay_pgoutput.h)
  *   relay_row.c     what happens to one decoded record and one outbox row,
  *                   through the guarantee's hooks (relay_guarantee.h)
  *   relay_ack.c     a record handed to librdkafka, and what happens on its
@@ -54,6 +55,7 @@
 #include "relay_ack.h"
 #include "relay_guarantee.h"
 #include "relay_limit.h"
+#include "relay_pgoutput.h"
 #include "preflight.h"
 #include "producer.h"
 #include "record.h"
@@ -159,22 +161,6 @@ struct relay_watch {
         uint64_t slot_start_lsn;      /* the slot's confirmed_flush_lsn read before streaming */
         bool slot_checked;            /* the first round saw the slot where it was read */
         char sync_state[16];          /* this walsender's sync_state, as last seen */
-};
-
-/*
- * --plugin=pgoutput (relay_pgoutput.c): the decoder, and the columns of the
- * record an event becomes, reused from row to row.
- */
-struct relay_pgo {
-        struct pgo_decoder *dec;      /* NULL with wal2json */
-        struct w2j_column *cols;
-        size_t cols_cap;
-        /*
-         * Streaming 'off' for the rest of the process: a streamed transaction
-         * the decoder could not follow (pgo_decode() -ENOTSUP) comes again whole.
-         */
-        bool no_streaming;
-        bool said_streaming;          /* why streaming is off was logged */
 };
 
 /*
@@ -323,36 +309,6 @@ void relay_handle_record(struct relay *r, const struct w2j_record *rec, uint64_t
  */
 size_t relay_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
                      struct producer_header *h, char *source, size_t source_size);
-
-/* relay_pgoutput.c: --plugin=pgoutput */
-
-/*
- * relay_pgo_line() - give the pgoutput message of @m to the decoder, then
- * act on the events it makes ready (relay_pgo_drain()). A malformed message
- * stops the relay (exit 4) without confirming it.
- */
-void relay_pgo_line(struct relay *r, const struct replmsg *m);
-
-/*
- * relay_pgo_drain() - act on the decoder's ready events until there are
- * none, the in-flight bounds are reached or a failure is recorded. Returns
- * true while events remain: the loop calls it again before reading on.
- */
-bool relay_pgo_drain(struct relay *r);
-
-/* relay_pgo_busy() - pgoutput only: events wait, or a transaction is held (its end LSN unknown). */
-bool relay_pgo_busy(const struct relay *r);
-
-/*
- * relay_pgo_record() - @ev as the record wal2json would have given
- * (wal2json.h): actions B, C, I, U, D, T, M; columns named and typed from the
- * Relation message, values rewritten by w2j_value_from_text(); a message's
- * content whole (wal2json cuts it at a NUL byte: the one difference, and
- * only for binary content, which is no envelope either way). @ret_rec
- * borrows from @ev and @p->cols (grown as needed) until the next call.
- * Returns 0 or -ENOMEM. Pure otherwise.
- */
-int relay_pgo_record(const struct pgo_event *ev, struct relay_pgo *p, struct w2j_record *ret_rec);
 
 /* relay_watch.c: what the relay keeps true */
 

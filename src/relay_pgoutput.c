@@ -10,7 +10,8 @@
  * wait inside a read. The Relation message's OID is each row's table
  * identity: a row under a configured name whose OID is not the one the
  * relay started with, or of an outbox table under another name, stops the
- * relay at that row. See relay_parts.h.
+ * relay at that row. Only this file writes struct relay_pgo. See
+ * relay_pgoutput.h.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -194,9 +195,63 @@ bool relay_pgo_drain(struct relay *r)
         return r->failure == failure && pgo_ready(r->pgo.dec);
 }
 
-bool relay_pgo_busy(const struct relay *r)
+int relay_pgo_init(struct relay_pgo *p, bool on)
 {
-        return r->pgo.dec && (pgo_ready(r->pgo.dec) || pgo_in_transaction(r->pgo.dec));
+        *p = (struct relay_pgo){0};
+        if (!on)
+                return 0;
+        p->dec = pgo_decoder_new(PGO_TXN_MEMORY_DEFAULT);
+        return p->dec ? 0 : -ENOMEM;
+}
+
+void relay_pgo_free(struct relay_pgo *p)
+{
+        pgo_decoder_free(p->dec);
+        free(p->cols);
+        *p = (struct relay_pgo){0};
+}
+
+bool relay_pgo_on(const struct relay_pgo *p)
+{
+        return p->dec != NULL;
+}
+
+void relay_pgo_session_start(struct relay_pgo *p)
+{
+        if (p->dec)
+                pgo_reset(p->dec);
+}
+
+bool relay_pgo_ready(const struct relay_pgo *p)
+{
+        return p->dec && pgo_ready(p->dec);
+}
+
+bool relay_pgo_busy(const struct relay_pgo *p)
+{
+        return p->dec && (pgo_ready(p->dec) || pgo_in_transaction(p->dec));
+}
+
+/*
+ * PostgreSQL 14 to 17 can leave a committed transactional logical message
+ * out of a streamed transaction altogether (seen on 14.24, 15.18, 16.15 and
+ * 17.11, not on 18.6: a message in a subtransaction, a later savepoint
+ * rolled back after a speculative insert of a TOASTed row); table rows came
+ * whole in every case tried. So a relay that publishes logical messages
+ * (--message-prefix) streams from 18 on only.
+ */
+bool relay_pgo_streaming(struct relay_pgo *p, int server_version_num, bool message_prefix)
+{
+        bool on = !p->no_streaming && (!message_prefix || server_version_num >= 180000);
+
+        if (!on && !p->no_streaming && !p->said_streaming) {
+                log_info("pgoutput: streaming off: PostgreSQL %d can leave a logical message out of a "
+                         "streamed transaction, and the relay publishes them (--message-prefix); a "
+                         "transaction past logical_decoding_work_mem is spilled by the server and sent "
+                         "at its commit", server_version_num / 10000);
+                p->said_streaming = true;
+        }
+        return on;
 }
 
 void relay_pgo_line(struct relay *r, const struct replmsg *m)

@@ -627,6 +627,12 @@ void relay_watch_session_ended(struct relay *r)
                 log_debug("closed the side connection's attempt or round in progress: the stream ended");
 }
 
+/* The slot's plugin is pgoutput: its publication is checked too (what the preflight read at start). */
+static bool pgoutput(const struct relay *r)
+{
+        return strcmp(r->pre.plugin, "pgoutput") == 0;
+}
+
 /*
  * pgoutput's publication as the relay started with it: the same publication
  * (OID), not altered (its row's xmin: ALTER PUBLICATION ... SET changes it),
@@ -726,7 +732,7 @@ static int judge_round(struct relay *r, PGresult *res)
                         return -EINVAL;
                 }
         }
-        if (r->pgo.dec && check_publication(r, res) < 0)
+        if (pgoutput(r) && check_publication(r, res) < 0)
                 return -EINVAL;
         if (!w->slot_checked && !PQgetisnull(res, 0, 5)) {
                 uint64_t now = LSN_INVALID;
@@ -769,7 +775,7 @@ static void maybe_start_round(struct relay *r)
         int64_t now = relay_mono_ms();
         uint64_t received = r->fb.server_lsn > r->fb.write_lsn ? r->fb.server_lsn : r->fb.write_lsn;
         const char *params[4] = {w->schemas, w->tables, r->conf->slot,
-                                 r->pgo.dec ? config_publication(r->conf) : NULL};
+                                 pgoutput(r) ? config_publication(r->conf) : NULL};
 
         if (pgside_busy(w->side) || now < w->side_retry_ms)
                 return;
