@@ -322,17 +322,37 @@ static const char *number_text(const cJSON *it)
                                                                                  : NULL;
 }
 
-static const char *get_string(const cJSON *obj, const char *name)
+/*
+ * One pass over @obj's members: @ret[i] is the first member named @names[i]
+ * (case-sensitive, as cJSON_GetObjectItemCaseSensitive() finds it), or
+ * NULL. A lookup per name would compare every member before it, and a
+ * missing one all of them: per row, most of the decoder's strcmp() calls.
+ */
+static void members(const cJSON *obj, const char *const *names, size_t n, const cJSON **ret)
 {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+        for (size_t i = 0; i < n; i++)
+                ret[i] = NULL;
+        for (const cJSON *it = obj->child; it; it = it->next) {
+                const char *k = it->string;
 
+                if (!k)
+                        continue;
+                for (size_t i = 0; i < n; i++) {
+                        if (!ret[i] && k[0] == names[i][0] && strcmp(k, names[i]) == 0) {
+                                ret[i] = it;
+                                break;
+                        }
+                }
+        }
+}
+
+static const char *string_of(const cJSON *it)
+{
         return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
-static int get_lsn(const cJSON *obj, const char *name, uint64_t *ret)
+static int lsn_of(const cJSON *it, uint64_t *ret)
 {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
-
         if (!it || cJSON_IsNull(it))
                 return 0;
         if (!cJSON_IsString(it))
@@ -358,16 +378,20 @@ static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_re
                 d->cols_cap = n;
         }
         cJSON_ArrayForEach(col, arr) {
+                static const char *const names[] = {"name", "typeoid", "value", "type"};
+                enum { NAME, TYPEOID, VALUE, TYPE };
+                const cJSON *m[4];
                 struct w2j_column *c = &d->cols[i++];
                 const cJSON *v;
                 const char *oid;
 
                 if (!cJSON_IsObject(col))
                         return -EBADMSG;
-                c->name = get_string(col, "name");
-                c->type = get_string(col, "type");
+                members(col, names, 4, m);
+                c->name = string_of(m[NAME]);
+                c->type = string_of(m[TYPE]);
                 c->typeoid = 0;
-                oid = number_text(cJSON_GetObjectItemCaseSensitive(col, "typeoid"));
+                oid = number_text(m[TYPEOID]);
                 if (oid) {
                         char *end;
                         unsigned long num;
@@ -381,7 +405,7 @@ static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_re
                 /* include-types gives "type", include-type-oids "typeoid": one of them, at least. */
                 if (!c->name || (!c->type && !c->typeoid))
                         return -EBADMSG;
-                v = cJSON_GetObjectItemCaseSensitive(col, "value");
+                v = m[VALUE];
                 c->value.was_number = false;
                 if (cJSON_IsNull(v)) {
                         c->value.ptr = NULL;
@@ -411,6 +435,14 @@ static int decode_columns(struct w2j_decoder *d, const cJSON *arr, struct w2j_re
 
 int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_record *ret_rec)
 {
+        /* In the order wal2json writes them (wal2json.c, format-version 2). */
+        static const char *const root_names[] = {
+                "action", "xid", "lsn", "nextlsn", "timestamp", "schema", "table", "columns",
+                "transactional", "prefix", "content",
+        };
+        enum { ACTION, XID, LSN, NEXTLSN, TIMESTAMP, SCHEMA, TABLE, COLUMNS, TRANSACTIONAL, PREFIX, CONTENT,
+               ROOT_NAMES };
+        const cJSON *m[ROOT_NAMES];
         struct w2j_record rec = {0};
         const char *action, *xid, *parse_end = NULL;
         const cJSON *it;
@@ -436,7 +468,8 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
         if (!cJSON_IsObject(d->root) || parse_end != d->buf + r)
                 return -EBADMSG;
 
-        action = get_string(d->root, "action");
+        members(d->root, root_names, ROOT_NAMES, m);
+        action = string_of(m[ACTION]);
         if (!action || strlen(action) != 1)
                 return -EBADMSG;
         rec.action_code = action[0];
@@ -452,7 +485,7 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
         }
 
         /* A non-transactional logical message has "xid":null and "timestamp":null. */
-        it = cJSON_GetObjectItemCaseSensitive(d->root, "xid");
+        it = m[XID];
         if (it && !cJSON_IsNull(it)) {
                 char *e;
                 unsigned long long v;
@@ -466,11 +499,11 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
                         return -EBADMSG;
                 rec.xid = (uint32_t)v;
         }
-        if (get_lsn(d->root, "lsn", &rec.lsn) < 0 || get_lsn(d->root, "nextlsn", &rec.next_lsn) < 0)
+        if (lsn_of(m[LSN], &rec.lsn) < 0 || lsn_of(m[NEXTLSN], &rec.next_lsn) < 0)
                 return -EBADMSG;
-        it = cJSON_GetObjectItemCaseSensitive(d->root, "timestamp");
+        it = m[TIMESTAMP];
         if (it && !cJSON_IsNull(it)) {
-                rec.timestamp = get_string(d->root, "timestamp");
+                rec.timestamp = string_of(it);
                 if (!rec.timestamp ||
                     w2j_parse_timestamp(rec.timestamp, strlen(rec.timestamp), &rec.commit_time_us) < 0)
                         return -EBADMSG;
@@ -481,22 +514,22 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
         }
         if (rec.action == W2J_INSERT || rec.action == W2J_UPDATE || rec.action == W2J_DELETE ||
             rec.action == W2J_TRUNCATE) {
-                rec.schema = get_string(d->root, "schema");
-                rec.table = get_string(d->root, "table");
+                rec.schema = string_of(m[SCHEMA]);
+                rec.table = string_of(m[TABLE]);
                 /* No name or value of a table holds a NUL or raw control: the line is broken. */
                 if (!rec.schema || !rec.table || has_nul)
                         return -EBADMSG;
         }
         if (rec.action == W2J_MESSAGE) {
-                it = cJSON_GetObjectItemCaseSensitive(d->root, "transactional");
+                it = m[TRANSACTIONAL];
                 if (it && !cJSON_IsBool(it))
                         return -EBADMSG;
                 rec.transactional = cJSON_IsTrue(it);
-                it = cJSON_GetObjectItemCaseSensitive(d->root, "prefix");
+                it = m[PREFIX];
                 if (it && !cJSON_IsString(it))
                         return -EBADMSG;
                 rec.prefix = it ? it->valuestring : NULL;
-                it = cJSON_GetObjectItemCaseSensitive(d->root, "content");
+                it = m[CONTENT];
                 if (it && !cJSON_IsString(it))
                         return -EBADMSG;
                 rec.content = it ? it->valuestring : NULL;
@@ -505,7 +538,7 @@ int w2j_decode(struct w2j_decoder *d, const char *line, size_t len, struct w2j_r
                 rec.suspect = has_nul;
         }
         if (rec.action == W2J_INSERT || rec.action == W2J_UPDATE) {
-                r = decode_columns(d, cJSON_GetObjectItemCaseSensitive(d->root, "columns"), &rec);
+                r = decode_columns(d, m[COLUMNS], &rec);
                 if (r < 0)
                         return r;
         }

@@ -206,6 +206,46 @@ static void test_invalid(void)
         w2j_decoder_free(d);
 }
 
+/*
+ * Members are found by name in one pass (wal2json.c, members()), whatever
+ * their order, and a repeated one is read where it first stands, as
+ * cJSON_GetObjectItemCaseSensitive() reads it: a line that repeats "action"
+ * or "value" decodes as its first says, never the last.
+ */
+static void test_member_order(void)
+{
+        struct w2j_decoder *d = w2j_decoder_new();
+        struct w2j_record r;
+
+        /* wal2json's order reversed, "type" and "typeoid" both given. */
+        CHECK_INT(decode_line(d, "{\"columns\":[{\"value\":\"x\",\"typeoid\":25,\"type\":\"text\","
+                              "\"name\":\"a\"}],\"table\":\"t\",\"schema\":\"s\",\"timestamp\":"
+                              "\"2026-12-03 07:12:42.47389+00\",\"lsn\":\"0/2A\",\"xid\":7,\"action\":\"I\"}",
+                              &r), 0);
+        CHECK_INT(r.action, W2J_INSERT);
+        CHECK_INT(r.xid, 7);
+        CHECK(r.lsn == 0x2A);
+        CHECK_STR(r.schema, "s");
+        CHECK_STR(r.table, "t");
+        CHECK_INT(r.ncolumns, 1);
+        CHECK_STR(r.columns[0].name, "a");
+        CHECK_STR(r.columns[0].type, "text");
+        CHECK_INT(r.columns[0].typeoid, 25);
+        CHECK_STR(r.columns[0].value.ptr, "x");
+        /* Repeated: the first stands. */
+        CHECK_INT(decode_line(d, "{\"action\":\"I\",\"action\":\"D\",\"schema\":\"s\",\"table\":\"t\","
+                              "\"columns\":[{\"name\":\"a\",\"typeoid\":25,\"value\":\"first\","
+                              "\"value\":\"second\",\"name\":\"b\"}]}", &r), 0);
+        CHECK_INT(r.action, W2J_INSERT);
+        CHECK_STR(r.columns[0].name, "a");
+        CHECK_STR(r.columns[0].value.ptr, "first");
+        /* A name that only begins like a member's is not it. */
+        CHECK_INT(decode_line(d, "{\"actions\":\"B\",\"act\":\"B\"}", &r), -EBADMSG);
+        CHECK_INT(decode_line(d, "{\"action\":\"I\",\"schema\":\"s\",\"table\":\"t\",\"columns\":"
+                              "[{\"name\":\"a\",\"typeoids\":25,\"value\":\"x\"}]}", &r), -EBADMSG);
+        w2j_decoder_free(d);
+}
+
 /* Logical messages, captured by tests/unit/capture_messages.py from PostgreSQL 15 and wal2json 2.5. */
 static void test_messages(void)
 {
@@ -383,6 +423,7 @@ int main(void)
         test_captured();
         test_types();
         test_invalid();
+        test_member_order();
         test_messages();
         test_timestamp();
         test_escape_table_name();
