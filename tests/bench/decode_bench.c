@@ -14,7 +14,6 @@
  * DATA_DIR defaults to the tests/data of the source tree it was built from.
  * Exit status 0, or 1 if a recording is missing or does not decode.
  */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include <time.h>
 
 #include "pgoutput.h"
+#include "recorded.h"
 #include "relay_pgoutput.h"
 #include "wal2json.h"
 
@@ -29,46 +29,17 @@
 #define PGO_FILE "pgoutput-v1.stream"
 #define MAX_FRAMES 4096
 
-struct frame {
-        uint64_t lsn;
-        size_t len;
-        const char *data;
-};
-
 static const char *data_dir = DECODE_BENCH_DATA_DIR;
 
 static char *slurp(const char *name, size_t *ret_len)
 {
         char path[1024];
-        FILE *f;
-        char *buf = NULL;
-        size_t cap = 0, len = 0, n;
+        char *buf;
 
         snprintf(path, sizeof(path), "%s/%s", data_dir, name);
-        f = fopen(path, "rb");
-        if (!f) {
-                fprintf(stderr, "decode_bench: %s: %s\n", path, strerror(errno));
-                return NULL;
-        }
-        do {
-                if (len + 65536 > cap) {
-                        char *nb;
-
-                        cap = cap ? cap * 2 : 65536;
-                        nb = realloc(buf, cap + 1);
-                        if (!nb) {
-                                free(buf);
-                                fclose(f);
-                                return NULL;
-                        }
-                        buf = nb;
-                }
-                n = fread(buf + len, 1, cap - len, f);
-                len += n;
-        } while (n > 0);
-        fclose(f);
-        buf[len] = '\0';
-        *ret_len = len;
+        buf = recorded_slurp(path, ret_len);
+        if (!buf)
+                fprintf(stderr, "decode_bench: cannot read %s\n", path);
         return buf;
 }
 
@@ -102,7 +73,8 @@ static long w2j_pass(struct w2j_decoder *d, const char *text, size_t len)
 }
 
 /* One pass over the pgoutput frames, from a fresh session. Returns the records made, or -1. */
-static long pgo_pass(struct pgo_decoder *d, struct relay_pgo *rp, const struct frame *frames, size_t nframes)
+static long pgo_pass(struct pgo_decoder *d, struct relay_pgo *rp, const struct recorded_frame *frames,
+                     size_t nframes)
 {
         long n = 0;
 
@@ -125,20 +97,11 @@ static long pgo_pass(struct pgo_decoder *d, struct relay_pgo *rp, const struct f
         return n;
 }
 
-static uint64_t be(const unsigned char *p, int n)
-{
-        uint64_t v = 0;
-
-        for (int i = 0; i < n; i++)
-                v = v << 8 | p[i];
-        return v;
-}
-
 int main(int argc, char **argv)
 {
-        static struct frame frames[MAX_FRAMES];
+        static struct recorded_frame frames[MAX_FRAMES];
         double seconds = argc > 1 ? atof(argv[1]) : 1.0;
-        size_t wlen = 0, plen = 0, nframes = 0, off = 0;
+        size_t wlen = 0, plen = 0, nframes, used;
         char *wtext, *ptext;
         struct w2j_decoder *wd;
         struct pgo_decoder *pd;
@@ -154,21 +117,10 @@ int main(int argc, char **argv)
         ptext = slurp(PGO_FILE, &plen);
         if (!wtext || !ptext)
                 return 1;
-        /* Frames: Int32 length, Int64 LSN, the message (capture_pgoutput.py). */
-        while (off + 12 <= plen && nframes < MAX_FRAMES) {
-                size_t flen = (size_t)be((unsigned char *)ptext + off, 4);
-
-                if (off + 12 + flen > plen)
-                        break;
-                frames[nframes].lsn = be((unsigned char *)ptext + off + 4, 8);
-                frames[nframes].len = flen;
-                frames[nframes].data = ptext + off + 12;
-                off += 12 + flen;
-                nframes++;
-        }
+        nframes = recorded_frames(ptext, plen, frames, MAX_FRAMES, &used);
         wd = w2j_decoder_new();
         pd = pgo_decoder_new(PGO_TXN_MEMORY_DEFAULT);
-        if (!wd || !pd || off != plen) {
+        if (!wd || !pd || used != plen) {
                 fprintf(stderr, "decode_bench: out of memory, or %s is not whole\n", PGO_FILE);
                 return 1;
         }

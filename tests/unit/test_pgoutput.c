@@ -17,6 +17,7 @@
 #include "lsn.h"
 #include "pgoutput.h"
 #include "relay_parts.h"
+#include "recorded.h"
 #include "unit_check.h"
 #include "wal2json.h"
 
@@ -24,69 +25,27 @@
 #define TEST_DATA_DIR "tests/data"
 #endif
 
-struct frame {
-        uint64_t lsn;
-        size_t len;
-        char *data;
-};
-
 static char *slurp(const char *name, size_t *ret_len)
 {
         char path[512];
-        FILE *f;
-        char *buf = NULL;
-        size_t cap = 0, len = 0, n;
+        char *buf;
 
         snprintf(path, sizeof(path), "%s/%s", TEST_DATA_DIR, name);
-        f = fopen(path, "rb");
-        CHECK(f != NULL);
-        if (!f)
-                return NULL;
-        do {
-                if (len + 65536 > cap) {
-                        cap = cap ? cap * 2 : 65536;
-                        buf = realloc(buf, cap + 1);
-                        if (!buf)
-                                abort();
-                }
-                n = fread(buf + len, 1, cap - len, f);
-                len += n;
-        } while (n > 0);
-        fclose(f);
-        buf[len] = '\0';
-        *ret_len = len;
+        buf = recorded_slurp(path, ret_len);
+        CHECK(buf != NULL);
         return buf;
 }
 
-static uint64_t be(const unsigned char *p, int n)
+/* The frames of a recorded stream (recorded.h); *ret_buf holds them. */
+static size_t load_frames(const char *name, struct recorded_frame *out, size_t max, char **ret_buf)
 {
-        uint64_t v = 0;
-
-        for (int i = 0; i < n; i++)
-                v = v << 8 | p[i];
-        return v;
-}
-
-/* The frames of a recorded stream: Int32 length, Int64 LSN, the message. */
-static size_t load_frames(const char *name, struct frame *out, size_t max, char **ret_buf)
-{
-        size_t len = 0, off = 0, n = 0;
+        size_t len = 0, used = 0, n = 0;
         char *buf = slurp(name, &len);
 
         *ret_buf = buf;
-        while (buf && off + 12 <= len && n < max) {
-                size_t flen = (size_t)be((unsigned char *)buf + off, 4);
-
-                CHECK(off + 12 + flen <= len);
-                if (off + 12 + flen > len)
-                        break;
-                out[n].lsn = be((unsigned char *)buf + off + 4, 8);
-                out[n].len = flen;
-                out[n].data = buf + off + 12;
-                off += 12 + flen;
-                n++;
-        }
-        CHECK(off == len);
+        if (buf)
+                n = recorded_frames(buf, len, out, max, &used);
+        CHECK(used == len);
         return n;
 }
 
@@ -192,7 +151,7 @@ struct seen {
  */
 static void same_as_wal2json(const char *pgo_name, const char *w2j_name, size_t memory, struct seen *ret)
 {
-        static struct frame frames[1024];
+        static struct recorded_frame frames[1024];
         struct lines w = {0}, p = {0};
         struct filter fw = {.out = &w}, fp = {.out = &p};
         struct w2j_decoder *wd = w2j_decoder_new();
@@ -297,7 +256,7 @@ static void test_streamed_same_as_wal2json(void)
 }
 
 /* Events of a whole stream as lines, through a decoder of @memory bytes. */
-static size_t stream_lines(struct frame *frames, size_t n, size_t memory, struct lines *out)
+static size_t stream_lines(struct recorded_frame *frames, size_t n, size_t memory, struct lines *out)
 {
         struct pgo_decoder *d = pgo_decoder_new(memory);
         struct relay_pgo rp = {0};
@@ -324,7 +283,7 @@ static size_t stream_lines(struct frame *frames, size_t n, size_t memory, struct
 
 static void test_held_in_a_file(void)
 {
-        static struct frame frames[1024];
+        static struct recorded_frame frames[1024];
         struct lines mem = {0}, file = {0};
         char *buf;
         size_t n = load_frames("pgoutput-v1.stream", frames, 1024, &buf);
@@ -912,7 +871,7 @@ static const struct {
 /* The events of a recorded stream as lines (no empty transaction), up to its first error (returned). */
 static int scenario_lines(const char *name, size_t memory, struct lines *out)
 {
-        static struct frame frames[1024];
+        static struct recorded_frame frames[1024];
         struct pgo_decoder *d = pgo_decoder_new(memory);
         char *buf, line[256], begin[64] = "";
         size_t n = load_frames(name, frames, 1024, &buf);
