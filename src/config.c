@@ -205,8 +205,8 @@ static const struct opt_def opt_defs[] = {
         {"kafka-commit-interval", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
          "--exactly-once: commit a Kafka transaction at most this long after it began, at a commit", 0,
          "Sooner when Kafka has acknowledged every record in it and no row is waiting to be read "
-         "(unless --kafka-commit-fixed-interval); 5 times as long (at most 1 s) while draining a "
-         "backlog."},
+         "(unless --kafka-commit-fixed-interval). While draining a backlog, as long as the backlog's "
+         "lag (at most 1 s), or until no commit has been read for this long."},
         {"kafka-commit-fixed-interval", 0, OPT_FLAG, OFF(txn_fixed_time), NULL, 0, 0, NULL,
          "--exactly-once: commit only at --kafka-commit-interval, never once acknowledged", 0,
          "Fewer, larger Kafka transactions on a quiet stream, each row visible later."},

@@ -806,9 +806,9 @@ bool relay_eos_timed_out(const struct relay *r, const struct producer_error *e)
 
 int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)
 {
-        int64_t longer = txn_max_ms * RELAY_EOS_BACKLOG_FACTOR;
+        int64_t longer = lag_us / 1000;
 
-        if (lag_us <= RELAY_EOS_BACKLOG_LAG_US)
+        if (lag_us <= RELAY_EOS_BACKLOG_LAG_US || txn_max_ms == 0)
                 return txn_max_ms;
         if (longer > RELAY_EOS_BACKLOG_MAX_MS)
                 longer = RELAY_EOS_BACKLOG_MAX_MS;
@@ -827,7 +827,8 @@ int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us)
  * XLogData's send time), so a clock skew between relay and server cannot make
  * a live stream look like a backlog. The bound set at the last PostgreSQL
  * commit also holds while the stream is momentarily empty (the walsender
- * decodes the next part of the backlog): a live commit sets it back.
+ * decodes the next part of the backlog), for up to --kafka-commit-interval
+ * (relay_eos_idle()): a live commit sets it back.
  */
 int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
 {
@@ -842,11 +843,13 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
         /* Never as long as the coordinator's limit: it aborts what is open longer. */
         if (bound > x->timeout_ms / 2)
                 bound = x->timeout_ms / 2;
-        if (bound != x->bound_ms)
+        /* Logged as the stream falls behind or catches up, not as the lag moves by a millisecond. */
+        if ((bound > r->conf->txn_max_ms) != (x->bound_ms > r->conf->txn_max_ms))
                 log_debug("%s a backlog (a commit sent %" PRId64 " ms after it happened): Kafka "
                           "transactions of up to %" PRId64 " ms", bound > r->conf->txn_max_ms ?
                           "draining" : "done with", lag_us / 1000, bound);
         x->bound_ms = bound;
+        x->last_commit_read_ms = relay_mono_ms();
         x->last_end = end_lsn;
         x->part_rows = 0;
         x->holds_whole = x->open;
@@ -874,6 +877,15 @@ static int64_t idle_commit_at_ms(const struct relay *r)
                 return split_at_ms(r);
         if (x->pending == 0 && x->bound_ms <= r->conf->txn_max_ms && !r->conf->txn_fixed_time)
                 return x->opened_ms;
+        /*
+         * Draining a backlog: no PostgreSQL commit read for a whole
+         * --kafka-commit-interval says the backlog is drained (or the
+         * walsender is busy with other tables): the rows in wait no longer
+         * for the longer bound.
+         */
+        if (x->bound_ms > r->conf->txn_max_ms &&
+            x->last_commit_read_ms + r->conf->txn_max_ms < x->opened_ms + x->bound_ms)
+                return x->last_commit_read_ms + r->conf->txn_max_ms;
         return x->opened_ms + x->bound_ms;
 }
 
@@ -889,6 +901,10 @@ int relay_eos_idle(struct relay *r)
                 return 0;
         if (ledger_in_transaction(r->ledger))
                 return split(r);
+        if (x->bound_ms > r->conf->txn_max_ms && relay_mono_ms() < x->opened_ms + x->bound_ms)
+                log_debug("the stream went quiet while draining a backlog: committing the Kafka "
+                          "transaction after %" PRId64 " ms, not %" PRId64, relay_mono_ms() - x->opened_ms,
+                          x->bound_ms);
         return commit(r, x->last_end, LSN_INVALID, 0);
 }
 

@@ -58,6 +58,7 @@ struct relay_eos {
         uint64_t resume_left;         /* rows of the current transaction still to skip */
         int64_t last_idle_ms;         /* the last checkpoint-only transaction */
         int64_t bound_ms;             /* the time bound now: --kafka-commit-interval, longer in a backlog */
+        int64_t last_commit_read_ms;  /* monotonic: the last PostgreSQL commit read */
         /*
          * Finding a topic the transaction coordinator refuses: a transaction
          * failed with a record's error (TOPIC_AUTHORIZATION_FAILED for
@@ -160,14 +161,15 @@ bool relay_eos_busy(const struct relay *r);
 
 /*
  * relay_eos_time_bound_ms() - the time bound of a Kafka transaction in ms:
- * @txn_max_ms (--kafka-commit-interval), or while draining a backlog, i.e.
- * when @lag_us (µs from a PostgreSQL commit to the server sending it, both by
- * the server's clock) exceeds RELAY_EOS_BACKLOG_LAG_US,
- * RELAY_EOS_BACKLOG_FACTOR times that, at most RELAY_EOS_BACKLOG_MAX_MS
- * unless @txn_max_ms is longer already. Pure; no errors.
+ * @txn_max_ms (--kafka-commit-interval) on a live stream. While draining a
+ * backlog, i.e. when @lag_us (µs from a PostgreSQL commit to the server
+ * sending it, both by the server's clock) exceeds RELAY_EOS_BACKLOG_LAG_US,
+ * as long as that lag, at most RELAY_EOS_BACKLOG_MAX_MS, and never shorter
+ * than @txn_max_ms: a row behind a backlog waits for its commit no longer
+ * than it has waited already. @txn_max_ms of 0 (a Kafka transaction per
+ * PostgreSQL commit) stays 0. Pure; no errors.
  */
 #define RELAY_EOS_BACKLOG_LAG_US 250000
-#define RELAY_EOS_BACKLOG_FACTOR 5
 #define RELAY_EOS_BACKLOG_MAX_MS 1000
 int64_t relay_eos_time_bound_ms(int64_t txn_max_ms, int64_t lag_us);
 
