@@ -197,10 +197,10 @@ static const struct opt_def opt_defs[] = {
          0,
          "The default is outbox-relay/<system identifier>/<database>/<slot>; -X "
          "transactional.id is refused."},
-        {"kafka-transaction-messages", 0, OPT_INT, OFF(txn_max_messages), "10000", 1, 1000000, "N",
+        {"kafka-transaction-messages", 0, OPT_INT, OFF(txn_max_messages), "100000", 1, 1000000, "N",
          "--exactly-once: records in one Kafka transaction, at most (a larger PostgreSQL one is split)",
          0, NULL},
-        {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "8388608", 1024, INT64_C(1) << 32,
+        {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "67108864", 1024, INT64_C(1) << 32,
          "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0, NULL},
         {"kafka-commit-interval", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
          "--exactly-once: commit a Kafka transaction at most this long after it began, at a commit", 0,
