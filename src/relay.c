@@ -355,7 +355,12 @@ static int stream_turn(struct relay *r)
 {
         int more;
 
-        /* --exactly-once: the commit in flight, one step a turn. */
+        /*
+         * --exactly-once: a checkpoint-only Kafka transaction when one is due,
+         * and the commit in flight, one step a turn.
+         */
+        if (relay_eos_on(r))
+                relay_eos_checkpoint(r, relay_watch_checkpoint_target(r));
         if (relay_eos_step(r) < 0)
                 return -1;
         /*
@@ -499,6 +504,8 @@ static void end_session(struct relay *r)
 
                 int ret;
 
+                if (relay_eos_on(r))
+                        relay_eos_checkpoint(r, relay_watch_checkpoint_target(r));
                 if (relay_eos_step(r) < 0)
                         break;
                 if (relay_eos_busy(r) && relay_eos_idle_due_ms(r) < t)
@@ -677,6 +684,7 @@ static int session(struct relay *r)
         struct pgstream_start st;
         char err[ERRLEN], state[6] = "", a[LSN_STRLEN];
         struct preflight_slot slot;
+        struct checkpoint newest;
         int ret;
 
         relay_set_state(r, "connecting");
@@ -724,8 +732,10 @@ static int session(struct relay *r)
         if (relay_eos_on(r) && eos_session(r) < 0)
                 return SESSION_ENDED;
         relay_set_state(r, "checking the slot's checkpoint");
-        if (relay_watch_before_stream(r, &slot) < 0)
+        if (relay_watch_before_stream(r, &slot, &newest) < 0)
                 return SESSION_ENDED;
+        if (relay_eos_on(r))
+                relay_eos_resume(r, &newest);
         relay_pgo_session_start(&r->pgo);
         plugin_options(r, opts, &st);
         ret = pgstream_start(r->pg, &st, err, sizeof(err), state);

@@ -663,8 +663,7 @@ static int commit_step(struct relay *r)
                 x->stats_committed++;
                 x->stats_rows += x->messages;
                 metrics_histogram_observe(&x->commit_latency, (relay_mono_ms() - x->end_started_ms) / 1000.0);
-                if (x->end_lsn > r->watch.ckpt_acked)
-                        r->watch.ckpt_acked = x->end_lsn;
+                relay_watch_checkpoint_committed(r, x->end_lsn);
                 x->committed_part_end = x->end_part_end;
                 x->committed_part_rows = x->end_part_rows;
                 /* Probed once its record is committed: not when it never reached Kafka. */
@@ -950,13 +949,14 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
          * requests to the transaction coordinator (AddPartitionsToTxn, Produce,
          * EndTxn) and two records in the checkpoint partition.
          */
-        if (x->open || x->aborted || relay_eos_busy(r) || target <= r->watch.ckpt_acked || ledger_in_transaction(r->ledger) ||
+        if (!relay_eos_on(r) || target == LSN_INVALID || x->open || x->aborted || relay_eos_busy(r) ||
+            ledger_in_transaction(r->ledger) ||
             relay_mono_ms() - x->last_idle_ms < EOS_IDLE_CHECKPOINT_MS)
                 return;
         x->last_idle_ms = relay_mono_ms();
         if (ensure_open(r) < 0)
                 return;
-        /* Called from inside relay_wait() (relay_watch.c): the top loop's next turn takes the steps. */
+        /* The top loop's turns take the steps (relay_eos_step()). */
         begin_commit(r, target, LSN_INVALID, 0);
 }
 

@@ -4,9 +4,12 @@
  * checkpoint and the commit in flight, and the hooks the row path and the
  * loop call. Every function takes the relay (relay_parts.h) and reads the
  * rest of it (the ledger, the watch's checkpoint position, the producer);
- * only relay_eos.c writes struct relay_eos. Formats: the checkpoint record
- * is checkpoint.h's; the transactions are Kafka's (KIP-98), through
- * librdkafka's transactional API.
+ * only relay_eos.c writes struct relay_eos, and it writes no other part's
+ * struct: a committed checkpoint goes to the watch through
+ * relay_watch_checkpoint_committed(). The watch never calls in here: the
+ * top loop hands over its checkpoint target and resume point. Formats: the
+ * checkpoint record is checkpoint.h's; the transactions are Kafka's
+ * (KIP-98), through librdkafka's transactional API.
  */
 #ifndef RELAY_RELAY_EOS_H
 #define RELAY_RELAY_EOS_H
@@ -240,10 +243,10 @@ int relay_eos_produce_failed(struct relay *r, const struct producer_error *e);
 
 /*
  * relay_eos_checkpoint() - begin a checkpoint-only Kafka transaction up to
- * @target (LSN) when nothing else is open or in flight, at most once a
- * second. It is called from inside relay_wait() (relay_watch.c), so it
- * takes no step: the loop's next turn does (relay_eos_step()). A failure to
- * begin the transaction is recorded.
+ * @target (LSN; LSN_INVALID: none is due, relay_watch_checkpoint_target())
+ * when nothing else is open or in flight, at most once a second. Called by
+ * the top loops at each turn, before relay_eos_step(), which takes the
+ * steps. A failure to begin the transaction is recorded.
  */
 void relay_eos_checkpoint(struct relay *r, uint64_t target);
 

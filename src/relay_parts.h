@@ -323,10 +323,29 @@ void relay_watch_free(struct relay *r);
  * (@slot, just read) with its newest checkpoint; stop (exit 3) on a slot
  * moved by someone else or a checkpoint of another mapping unless the
  * operator accepted them; write a checkpoint of the slot's position when
- * there is none (or it was accepted). Returns 0, or a negative errno after
- * recording the failure.
+ * there is none (or it was accepted). The newest checkpoint goes to
+ * @ret_newest (its lsn LSN_INVALID when there is none, or it could not be
+ * read and the stream goes on without it: never with --exactly-once), the
+ * resume point of --exactly-once (relay_eos_resume()). Returns 0, or a
+ * negative errno after recording the failure.
  */
-int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot);
+int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot, struct checkpoint *ret_newest);
+
+/*
+ * relay_watch_checkpoint_target() - the LSN a checkpoint should now be
+ * written up to: what the ledger has acknowledged and the side connection
+ * verified, never less than the newest checkpoint claimed; LSN_INVALID
+ * when none is due (one in flight, the newest unknown, nothing new, a
+ * failure). Pure.
+ */
+uint64_t relay_watch_checkpoint_target(const struct relay *r);
+
+/*
+ * relay_watch_checkpoint_committed() - --exactly-once: a Kafka transaction
+ * holding a checkpoint of @lsn was committed; it counts as the newest
+ * acknowledged checkpoint (the watch's, which it alone writes).
+ */
+void relay_watch_checkpoint_committed(struct relay *r, uint64_t lsn);
 
 /*
  * relay_watch_verify_topic() - the checkpoint topic, if it exists, is one

@@ -23,6 +23,7 @@
  * before it was sent. A failed check stops the relay without confirming
  * past the last verified LSN. See relay_parts.h.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -403,11 +404,14 @@ static int judge_timeline(struct relay *r, const struct checkpoint *c, uint64_t 
 
 /*
  * Judge the newest checkpoint (@found: @c) against the slot's position @s
- * read before streaming. Returns 0 (the checkpoint chase then writes what
- * is missing), or -EINVAL after recording the failure.
+ * read before streaming. The resume point of --exactly-once goes to
+ * @ret_resume: @c as judged (counted only up to a timeline switch that the
+ * operator accepted), or an lsn of LSN_INVALID without one. Returns 0 (the
+ * checkpoint chase then writes what is missing), or -EINVAL after
+ * recording the failure.
  */
 static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint *c, bool no_topic,
-                            uint64_t s)
+                            uint64_t s, struct checkpoint *ret_resume)
 {
         struct relay_watch *w = &r->watch;
         char a[LSN_STRLEN], b[LSN_STRLEN];
@@ -422,7 +426,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
          * transaction whose checkpoint record found no topic ends the
          * session before the check).
          */
-        if (!found && relay_eos_on(r) && w->judged_once &&
+        if (!found && r->conf->exactly_once && w->judged_once &&
             (w->ckpt_acked != LSN_INVALID || w->ckpt_floor != LSN_INVALID)) {
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT,
                            "the checkpoint topic \"%s\" no longer holds the checkpoint of slot \"%s\"%s, "
@@ -450,7 +454,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                 log_warning("--accept-config-change has no effect: the newest checkpoint of slot \"%s\" "
                             "has this relay's mapping; remove the option", r->conf->slot);
         }
-        if (!found && relay_eos_on(r) && !(r->pre.slot_created && !w->judged_once) &&
+        if (!found && r->conf->exactly_once && !(r->pre.slot_created && !w->judged_once) &&
             r->conf->accept_slot_position != s) {
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT,
                            "replication slot \"%s\" is confirmed up to LSN %s but has no checkpoint in "
@@ -463,7 +467,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                            r->conf->checkpoint_topic, no_topic ? " (no such topic)" : "", a);
                 return -EINVAL;
         }
-        if (!found && relay_eos_on(r) && r->conf->accept_slot_position == s && s) {
+        if (!found && r->conf->exactly_once && r->conf->accept_slot_position == s && s) {
                 log_warning("accepting replication slot \"%s\" at LSN %s without a checkpoint, as "
                             "requested with --accept-slot-position by %s: transactions committed to "
                             "Kafka after that LSN are published again; remove the option after this "
@@ -491,14 +495,14 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                             "not published by this relay; remove the option after this start",
                             r->conf->slot, lsn_format(c->lsn, b), a, r->who);
         } else if (r->conf->accept_slot_position && !w->judged_once && !accepted &&
-                   (found || !relay_eos_on(r))) {
+                   (found || !r->conf->exactly_once)) {
                 log_warning("--accept-slot-position=%s has no effect: slot \"%s\" is confirmed up to %s, "
                             "not beyond its checkpoint; remove the option",
                             lsn_format(r->conf->accept_slot_position, b), r->conf->slot, a);
         }
         if (no_topic && create_topic(r) < 0)
                 return -EINVAL;
-        if (!found && !r->pre.slot_created && !relay_eos_on(r))
+        if (!found && !r->pre.slot_created && !r->conf->exactly_once)
                 log_warning("no checkpoint of slot \"%s\" in topic \"%s\"%s: adopting the slot's position, "
                             "LSN %s (the first start of a relay that keeps checkpoints, or the topic was "
                             "deleted); from now on a slot moved by someone else stops the relay",
@@ -513,18 +517,19 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
         w->ckpt_floor = found ? c->lsn : LSN_INVALID;
         w->ckpt_unknown = false;
         w->judged_once = true;
-        if (relay_eos_on(r))
-                relay_eos_resume(r, found ? c : &(struct checkpoint){.lsn = LSN_INVALID});
+        *ret_resume = found ? *c : (struct checkpoint){.lsn = LSN_INVALID};
         return 0;
 }
 
-int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot)
+int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot, struct checkpoint *ret_newest)
 {
         struct relay_watch *w = &r->watch;
         struct checkpoint c;
         char err[ERRLEN];
         bool found, no_topic;
         int ret;
+
+        *ret_newest = (struct checkpoint){.lsn = LSN_INVALID};
 
         w->verified = LSN_INVALID;       /* nothing new is confirmed before the first round */
         w->slot_start_lsn = slot->confirmed_flush_lsn;
@@ -538,7 +543,7 @@ int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot
         w->slot_checked = false;
         w->ckpt_inflight = LSN_INVALID;
         ret = read_newest(r, CHECKPOINT_READ_MS, &c, &found, &no_topic, err, sizeof(err));
-        if (ret == -EAGAIN && w->judged_once && !relay_eos_on(r)) {
+        if (ret == -EAGAIN && w->judged_once && !r->conf->exactly_once) {
                 /*
                  * Kafka is away, and this process judged the slot before: stream
                  * now (holding the slot, serving the server) and judge before
@@ -563,7 +568,7 @@ int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot
         }
         if (ret < 0)
                 return ret;
-        return judge_checkpoint(r, found, &c, no_topic, slot->confirmed_flush_lsn);
+        return judge_checkpoint(r, found, &c, no_topic, slot->confirmed_flush_lsn, ret_newest);
 }
 
 /* While streaming without a judged checkpoint: try again once Kafka answers. */
@@ -606,7 +611,9 @@ static void retry_checkpoint(struct relay *r)
                 return;
         }
         w->ckpt_retries = 0;
-        if (ret == 0 && judge_checkpoint(r, found, &c, no_topic, w->slot_start_lsn) == 0)
+        /* Never with --exactly-once (relay_watch_before_stream()): no resume point is taken here. */
+        assert(!r->conf->exactly_once);
+        if (ret == 0 && judge_checkpoint(r, found, &c, no_topic, w->slot_start_lsn, &(struct checkpoint){0}) == 0)
                 log_info("read the newest checkpoint of slot \"%s\": confirming again", r->conf->slot);
 }
 
@@ -790,24 +797,37 @@ static void maybe_start_round(struct relay *r)
         w->last_round_ms = now;
 }
 
-/* Chase the verified, acknowledged LSN with a checkpoint record. */
-static void maybe_checkpoint(struct relay *r)
+uint64_t relay_watch_checkpoint_target(const struct relay *r)
 {
-        struct relay_watch *w = &r->watch;
+        const struct relay_watch *w = &r->watch;
         uint64_t target = ledger_flush_lsn(r->ledger);
 
         if (w->verified < target)
                 target = w->verified;
         if (w->ckpt_inflight || w->ckpt_unknown || target <= w->ckpt_acked ||
             (r->failure && r->failure != RELAY_EXIT_DATA))
-                return;
-        if (target < w->ckpt_floor)
-                target = w->ckpt_floor;
-        if (relay_eos_on(r)) {
-                relay_eos_checkpoint(r, target);
-                return;
-        }
-        if (relay_mono_ms() - w->ckpt_sent_ms < STATUS_MIN_GAP_MS && relay_status_due_ms(r) > 0)
+                return LSN_INVALID;
+        return target < w->ckpt_floor ? w->ckpt_floor : target;
+}
+
+void relay_watch_checkpoint_committed(struct relay *r, uint64_t lsn)
+{
+        if (lsn > r->watch.ckpt_acked)
+                r->watch.ckpt_acked = lsn;
+}
+
+/*
+ * Chase the verified, acknowledged LSN with a checkpoint record. With
+ * --exactly-once the top loop does (relay_eos_checkpoint()): a checkpoint
+ * is committed in a Kafka transaction, not produced on its own.
+ */
+static void maybe_checkpoint(struct relay *r)
+{
+        struct relay_watch *w = &r->watch;
+        uint64_t target = relay_watch_checkpoint_target(r);
+
+        if (target == LSN_INVALID || r->conf->exactly_once ||
+            (relay_mono_ms() - w->ckpt_sent_ms < STATUS_MIN_GAP_MS && relay_status_due_ms(r) > 0))
                 return;
         relay_watch_send_checkpoint(r, target);
 }
