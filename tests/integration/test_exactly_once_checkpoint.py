@@ -9,6 +9,7 @@ remedy."""
 
 import os
 import re
+import time
 
 import harness
 import pytest
@@ -18,7 +19,7 @@ from harness import (EXIT_ENV, TopicReader, arrive_and_confirm, format_lsn, inse
 from harness.faults import collector, observe, say, start_relay, verify_exactly_once
 from rows_helpers import wait_exit
 
-from eos_helpers import EOS, ForeignTransaction
+from eos_helpers import EOS, ForeignTransaction, newest_checkpoint_lsn
 
 # tests/run-librdkafka.sh runs these (-m exactly_once) against librdkafka 2.8 too
 pytestmark = pytest.mark.exactly_once
@@ -164,6 +165,16 @@ def test_checkpoint_topic_deleted_while_the_relay_runs(case):
         % ("the transaction first" if len(errors) > 1 else "the check first", stood, case.confirmed()))
 
 
+def settled_checkpoint(case, topic, steady_s=2.5):
+    """The confirmed LSN when it equals the slot's newest committed checkpoint
+    in topic and neither moves for steady_s seconds; else None."""
+    first = (case.confirmed(), newest_checkpoint_lsn(case, topic))
+    if first[0] != first[1]:
+        return None
+    time.sleep(steady_s)
+    return first[0] if (case.confirmed(), newest_checkpoint_lsn(case, topic)) == first else None
+
+
 def test_checkpoint_topic_deleted_then_the_session_ends(case):
     """The checkpoint topic deleted under a running relay, and the session
     ends before the check while streaming sees it (in CI: a Kafka
@@ -181,7 +192,15 @@ def test_checkpoint_topic_deleted_then_the_session_ends(case):
     conn = case.connect(autocommit=False)
     arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("before", 3)).work_ids)
     conn.close()
-    stood = case.confirmed()
+    # The slot moves on after the rows (a standby snapshot in the WAL), and the
+    # relay may commit a checkpoint-only Kafka transaction for it at any time,
+    # confirmed at the next status update: that is legitimate while the topic
+    # is there. What is confirmed must stop where the topic's newest committed
+    # checkpoint stood when it was deleted, so the test waits until the two
+    # agree and stay so longer than the relay's spacing of such transactions
+    # (1 s) plus its status interval (1 s).
+    stood = wait_until(lambda: settled_checkpoint(case, topic), 60,
+                       what="the confirmed LSN and the newest checkpoint to agree and stay")
     case.kafka.delete_topic(topic)
     case.pg.query("SELECT pg_terminate_backend(%s)", (case.slot_info()["active_pid"],))
     assert wait_exit(relay, 60) == EXIT_ENV, relay.log
