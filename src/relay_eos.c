@@ -105,8 +105,36 @@ int relay_eos_init(struct relay *r)
         return -EIO;
 }
 
-/* Begin a Kafka transaction if none is open. Returns 0 or -EIO (recorded). */
-static int ensure_open(struct relay *r)
+static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows);
+
+/*
+ * The checkpoint partition joins a transaction with its first records, in
+ * the same AddPartitionsToTxn request, through a record of the newest
+ * committed checkpoint: else it joins only when the commit's own checkpoint
+ * record is produced, and each commit waits a round trip to the
+ * transaction coordinator more (10 ms and more on a busy broker). The
+ * record claims nothing new: the commit's checkpoint record follows it in
+ * the same transaction and partition, so it is never the newest committed
+ * one, and an abort takes both. Queue full: left out (the commit registers
+ * the partition then). Returns 0, or -EIO (recorded).
+ */
+static int register_checkpoint_partition(struct relay *r)
+{
+        const struct relay_eos *x = &r->eos;
+        int ret;
+
+        if (r->watch.ckpt_acked == LSN_INVALID)
+                return 0;
+        ret = produce_checkpoint(r, r->watch.ckpt_acked, x->committed_part_end, x->committed_part_rows);
+        return ret == -EAGAIN ? 0 : ret;
+}
+
+/*
+ * Begin a Kafka transaction if none is open; @rows: it is for records of
+ * rows, and the checkpoint partition joins at once
+ * (register_checkpoint_partition()). Returns 0 or -EIO (recorded).
+ */
+static int ensure_open(struct relay *r, bool rows)
 {
         struct relay_eos *x = &r->eos;
         struct producer_error e;
@@ -138,7 +166,7 @@ static int ensure_open(struct relay *r)
         x->messages = x->bytes = 0;
         x->failed = false;
         x->refused = false;
-        return 0;
+        return rows ? register_checkpoint_partition(r) : 0;
 }
 
 static bool probed(const struct relay_eos *x, const char *topic)
@@ -184,7 +212,8 @@ int relay_eos_before_record(struct relay *r, const char *topic, const char *work
                 snprintf(x->probe_work_id, sizeof(x->probe_work_id), "%.*s", (int)len, work_id);
                 x->probe_end = end_lsn;
         }
-        return ensure_open(r);
+        /* A probe's record alone: a refused AddPartitionsToTxn is its topic's. */
+        return ensure_open(r, !x->probe_open);
 }
 
 void relay_eos_produced(struct relay *r, size_t bytes)
@@ -954,7 +983,7 @@ void relay_eos_checkpoint(struct relay *r, uint64_t target)
             relay_mono_ms() - x->last_idle_ms < EOS_IDLE_CHECKPOINT_MS)
                 return;
         x->last_idle_ms = relay_mono_ms();
-        if (ensure_open(r) < 0)
+        if (ensure_open(r, false) < 0)
                 return;
         /* The top loop's turns take the steps (relay_eos_step()). */
         begin_commit(r, target, LSN_INVALID, 0);
