@@ -44,6 +44,17 @@ struct producer {
         int64_t batch_bytes;     /* producer_batch_bytes() */
         int64_t all_bytes;       /* transactional: every batch at most this, bytes; 0: batch_bytes */
         rd_kafka_queue_t *adminq;  /* answers to producer_topic_config_ask() */
+        /*
+         * A transactional producer with producer_options.transactional_pair:
+         * a second librdkafka producer (transactional.id <id>.1, no
+         * statistics) and its main queue. The two take Kafka transactions in
+         * turn; txn is the one whose transaction is open or comes next (rk
+         * when there is no twin). Everything else (metadata, admin requests,
+         * statistics) stays rk's.
+         */
+        rd_kafka_t *twin;
+        rd_kafka_queue_t *twinq;
+        rd_kafka_t *txn;
         int pipefd[2];
         producer_dr_fn *dr;
         producer_event_fn *on_event;
@@ -529,6 +540,44 @@ int producer_fit_topic(struct producer *p, const char *topic, int64_t max_bytes,
         return 0;
 }
 
+/*
+ * The second transactional producer: @opts's settings with transactional.id
+ * "<id>.1" and no statistics unless the user set an interval (the first
+ * one's serve /readyz), its reports through the same pipe. Returns 0,
+ * -EINVAL (the reason in @err), -ENOMEM.
+ */
+static int make_twin(const struct producer_options *opts, struct producer *p, char *err, size_t errlen)
+{
+        struct producer_options o = *opts;
+        rd_kafka_conf_t *kc = NULL;
+        char tid[512], kerr[512], num[32];
+        int r;
+
+        if ((size_t)snprintf(tid, sizeof(tid), "%s.1", opts->transactional_id) >= sizeof(tid)) {
+                snprintf(err, errlen, "transactional.id \"%s\" too long", opts->transactional_id);
+                return -EINVAL;
+        }
+        o.transactional_id = tid;
+        o.statistics = false;
+        r = make_conf(&o, p, &kc, err, errlen);
+        if (r < 0)
+                return r;
+        snprintf(num, sizeof(num), "%lld", (long long)p->all_bytes);
+        if (p->all_bytes && set(kc, "batch.size", num, err, errlen) < 0) {
+                rd_kafka_conf_destroy(kc);
+                return -EINVAL;
+        }
+        p->twin = rd_kafka_new(RD_KAFKA_PRODUCER, kc, kerr, sizeof(kerr));
+        if (!p->twin) {
+                rd_kafka_conf_destroy(kc);
+                snprintf(err, errlen, "cannot create the second Kafka producer: %s", kerr);
+                return -EINVAL;
+        }
+        p->twinq = rd_kafka_queue_get_main(p->twin);
+        rd_kafka_queue_io_event_enable(p->twinq, p->pipefd[1], "1", 1);
+        return 0;
+}
+
 int producer_new(const struct producer_options *opts, producer_dr_fn *dr, producer_event_fn *on_event,
                  void *ctx, struct producer **ret_producer, char *err, size_t errlen)
 {
@@ -582,6 +631,13 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         }
         p->mainq = rd_kafka_queue_get_main(p->rk);
         rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
+        p->txn = p->rk;
+        if (opts->transactional_id && opts->transactional_pair) {
+                r = make_twin(opts, p, err, errlen);
+                if (r < 0)
+                        goto fail;
+                r = -EINVAL;
+        }
         p->adminq = rd_kafka_queue_new(p->rk);
         rd_kafka_queue_io_event_enable(p->adminq, p->pipefd[1], "1", 1);
         for (size_t i = 0; i < opts->nlimits && p->lane_conf; i++) {
@@ -622,6 +678,7 @@ struct producer *producer_free(struct producer *p)
                 rd_kafka_queue_io_event_enable(p->adminq, -1, NULL, 0);
                 rd_kafka_queue_destroy(p->adminq);
         }
+        destroy_rk(p->twin, p->twinq);
         destroy_rk(p->rk, p->mainq);
         if (p->lane_conf)
                 rd_kafka_conf_destroy(p->lane_conf);
@@ -682,6 +739,9 @@ int producer_poll(struct producer *p)
         }
         int n = rd_kafka_poll(p->rk, 0);
 
+        if (p->twin)
+                n += rd_kafka_poll(p->twin, 0);
+
         for (size_t i = 0; i < p->nlanes; i++)
                 n += rd_kafka_poll(p->lanes[i].rk, 0);
         return n;
@@ -699,7 +759,7 @@ _Static_assert(PRODUCER_ERR_INVALID_TXN_STATE == RD_KAFKA_RESP_ERR_INVALID_TXN_S
 int producer_send(struct producer *p, const struct producer_msg *m, struct producer_error *ret_error)
 {
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(m->nheaders);
-        rd_kafka_t *rk = p->nroutes ? lane_of(p, m->topic) : p->rk;
+        rd_kafka_t *rk = p->nroutes ? lane_of(p, m->topic) : p->txn;
         rd_kafka_resp_err_t e;
         char fatal[512];
 
@@ -1228,12 +1288,29 @@ bool producer_fenced(const struct producer_error *e)
 
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error)
 {
-        return txn_result(rd_kafka_init_transactions(p->rk, timeout_ms), ret_error);
+        /* Both ids, before any transaction: each fences the older producers of its own. */
+        int r = txn_result(rd_kafka_init_transactions(p->rk, timeout_ms), ret_error);
+
+        p->txn = p->rk;
+        if (r == 0 && p->twin) {
+                p->txn = p->twin;
+                r = txn_result(rd_kafka_init_transactions(p->twin, timeout_ms), ret_error);
+                if (r == 0)
+                        p->txn = p->rk;
+        }
+        return r;
+}
+
+const char *producer_transactional_id(const struct producer *p, char *buf, size_t size)
+{
+        if (rd_kafka_conf_get(rd_kafka_conf(p->txn), "transactional.id", buf, &size) != RD_KAFKA_CONF_OK)
+                snprintf(buf, size, "?");
+        return buf;
 }
 
 int producer_begin_transaction(struct producer *p, struct producer_error *ret_error)
 {
-        return txn_result(rd_kafka_begin_transaction(p->rk), ret_error);
+        return txn_result(rd_kafka_begin_transaction(p->txn), ret_error);
 }
 
 int producer_transaction_error(struct producer *p, struct producer_error *ret_error)
@@ -1244,26 +1321,38 @@ int producer_transaction_error(struct producer *p, struct producer_error *ret_er
          * states() in rdkafka_txnmgr.c): commit_transaction() does before it
          * flushes or sends anything.
          */
-        int r = txn_result(rd_kafka_commit_transaction(p->rk, TXN_ERROR_MS), ret_error);
+        int r = txn_result(rd_kafka_commit_transaction(p->txn, TXN_ERROR_MS), ret_error);
 
         return r == -ECANCELED ? 0 : r == -EPERM ? -EPERM : -EAGAIN;
 }
 
 int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)
 {
-        return txn_result(rd_kafka_commit_transaction(p->rk, timeout_ms), ret_error);
+        int r = txn_result(rd_kafka_commit_transaction(p->txn, timeout_ms), ret_error);
+
+        /*
+         * Committed: the next transaction is the other producer's. Its own
+         * last one ended a whole transaction ago, so its coordinator has
+         * written that one's markers, where this producer's next
+         * AddPartitionsToTxn would be answered CONCURRENT_TRANSACTIONS until
+         * they are, and retried by librdkafka only after 20 ms
+         * (rdkafka_txnmgr.c).
+         */
+        if (r == 0 && p->twin)
+                p->txn = p->txn == p->rk ? p->twin : p->rk;
+        return r;
 }
 
 void producer_purge_queued(struct producer *p)
 {
-        rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_NON_BLOCKING);
+        rd_kafka_purge(p->txn, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_NON_BLOCKING);
         for (size_t i = 0; i < p->nlanes; i++)
                 rd_kafka_purge(p->lanes[i].rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_NON_BLOCKING);
 }
 
 int producer_abort_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error)
 {
-        return txn_result(rd_kafka_abort_transaction(p->rk, timeout_ms), ret_error);
+        return txn_result(rd_kafka_abort_transaction(p->txn, timeout_ms), ret_error);
 }
 
 bool producer_only_property(const char *name)

@@ -138,6 +138,12 @@ struct producer_options {
         bool statistics;                  /* statistics.interval.ms=5000 unless a property sets it */
         const char *transactional_id;     /* NULL: idempotent only; else a transactional producer */
         /*
+         * With transactional_id: two librdkafka producers, transactional.id
+         * <id> and <id>.1, that take Kafka transactions in turn
+         * (producer_commit_transaction()).
+         */
+        bool transactional_pair;
+        /*
          * Topics whose max.message.bytes is known. The broker refuses a
          * whole record batch larger than its topic's limit, and librdkafka
          * fills batches up to producer_batch_bytes() whatever the topic: the
@@ -359,8 +365,19 @@ int64_t producer_transaction_timeout_ms(const struct producer *p);
  */
 bool producer_fenced(const struct producer_error *e);
 
-/* producer_init_transactions() - register the transactional id, fence older epochs; blocks up to @timeout_ms. */
+/*
+ * producer_init_transactions() - register the transactional id (both, with
+ * transactional_pair, the first one's transaction next), fence older
+ * epochs; blocks up to @timeout_ms for each id. After a failure
+ * producer_transactional_id() names the id that failed.
+ */
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
+
+/*
+ * producer_transactional_id() - the transactional.id whose transaction is
+ * open or comes next, in @buf (@size bytes, "?" if unknown). Returns @buf.
+ */
+const char *producer_transactional_id(const struct producer *p, char *buf, size_t size);
 
 /*
  * producer_transaction_error() - the error that failed the open transaction
@@ -381,7 +398,9 @@ int producer_begin_transaction(struct producer *p, struct producer_error *ret_er
 /*
  * producer_commit_transaction() - flush and commit, blocking up to
  * @timeout_ms; on -EAGAIN call it again (it resumes). Serves delivery
- * reports of the transaction's messages on the calling thread.
+ * reports of the transaction's messages on the calling thread. Once
+ * committed, with transactional_pair, the next transaction (begin, send,
+ * commit, abort, purge) is the other producer's.
  */
 int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 

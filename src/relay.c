@@ -1145,6 +1145,7 @@ static int start(struct relay *r)
                 /* The transactional producer needs the system identifier for its id. */
                 relay_eos_transactional_id(r, r->eos.tid, sizeof(r->eos.tid));
                 r->prod_opts.transactional_id = r->eos.tid;
+                r->prod_opts.transactional_pair = conf->txn_producers == 2;
                 r->prod = producer_free(r->prod);
                 ret = new_producer(r, err, sizeof(err));
                 if (ret < 0) {

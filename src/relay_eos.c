@@ -77,6 +77,7 @@ void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size)
 int relay_eos_init(struct relay *r)
 {
         struct producer_error e;
+        char tid[sizeof(r->eos.tid) + 4];
         int ret;
 
         r->eos.open = false;
@@ -99,9 +100,13 @@ int relay_eos_init(struct relay *r)
                 return 0;
         relay_fail(r, ret == -EAGAIN ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT,
                    "cannot start Kafka transactions (init_transactions for transactional.id \"%s\"): %s "
-                   "(%s)%s", r->eos.tid, e.text, e.name, ret == -EAGAIN ? "" :
+                   "(%s)%s%s", producer_transactional_id(r->prod, tid, sizeof(tid)), e.text, e.name,
+                   ret == -EAGAIN ? "" :
                    "; --exactly-once needs brokers with transactions (Kafka 0.11+, a transaction state "
-                   "log that can be written) and, with ACLs, WRITE and DESCRIBE on the TransactionalId");
+                   "log that can be written) and, with ACLs, WRITE and DESCRIBE on the TransactionalId",
+                   ret == -EAGAIN || r->conf->txn_producers < 2 ? "" :
+                   " (both ids, the second with \".1\": a PREFIXED ACL on the first serves both; "
+                   "or --kafka-transactional-producers=1)");
         return -EIO;
 }
 
@@ -561,6 +566,7 @@ static void begin_commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint6
         x->end_checked_ms = x->end_reported_ms = 0;
         x->end_ckpt_produced = false;
         x->end_called = false;
+        producer_transactional_id(r->prod, x->end_tid, sizeof(x->end_tid));
 }
 
 /* Begin the commit and take its first step. Returns 0, or -EIO after recording why. */
@@ -701,10 +707,12 @@ static int commit_step(struct relay *r)
                 x->probe_open = false;
                 log_debug("committed a Kafka transaction of %" PRIu64 " records up to LSN %s%s: open %"
                           PRId64 " ms before the commit began, then %" PRId64 " ms for the slot check, %"
-                          PRId64 " ms for the delivery reports, %" PRId64 " ms to commit", x->messages,
+                          PRId64 " ms for the delivery reports, %" PRId64 " ms to commit (transactional.id "
+                          "\"%s\")", x->messages,
                           lsn_format(x->end_lsn, a), x->end_part_end ? " (a split transaction)" : "",
                           x->end_started_ms - x->opened_ms, x->end_checked_ms - x->end_started_ms,
-                          x->end_reported_ms - x->end_checked_ms, relay_mono_ms() - x->end_reported_ms);
+                          x->end_reported_ms - x->end_checked_ms, relay_mono_ms() - x->end_reported_ms,
+                          x->end_tid);
                 return 0;
         }
         if (ret == -ECANCELED) {

@@ -96,6 +96,7 @@ struct relay_eos {
         int64_t end_checked_ms, end_reported_ms;        /* when the slot check and the reports were in */
         bool end_ckpt_produced;       /* the checkpoint record is in the transaction */
         bool end_called;              /* EndTxn was asked for: it can no longer be aborted */
+        char end_tid[516];            /* the committing producer's transactional.id (tid, or tid ".1") */
         struct producer_error end_error;  /* the refused produce that began an abort */
 };
 

@@ -221,3 +221,51 @@ def test_idle_stream_writes_a_checkpoint_at_most_once_a_second(case):
     # and one for WAL the server writes by itself meanwhile (10 a second before the fix)
     assert 1 <= written <= int(elapsed) + 4, (written, relay.log[-3000:])
     assert relay.stop() == 0, relay.log
+
+
+def commit_ids(log):
+    """The transactional.id of each committed Kafka transaction, in order (the debug line)."""
+    return re.findall(r'ms to commit \(transactional\.id "([^"]+)"\)', log)
+
+
+def test_kafka_transactions_alternate_between_two_producers(case):
+    """With --kafka-transactional-producers=2 the relay has two transactional
+    producers, its transactional.id and the same with ".1", and Kafka
+    transactions alternate between them: the next one begins while the
+    coordinator still writes the last one's markers, where one producer's
+    next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS until then
+    and retried by librdkafka only 20 ms later. Each row is its own Kafka
+    transaction here. Records keep their commit order in every partition,
+    each is read once with read_committed, and a restart with the default
+    (one producer) continues from the newest checkpoint, whichever producer
+    wrote it, every transaction then the one id's."""
+    tid = "alternate-" + case.prefix
+    coll = collector(case, isolation="read_committed")
+    reader = committed_reader(case)
+    relay = start_relay(case, *EOS, "--log-level=debug", "--transactional-id", tid,
+                        "--kafka-transactional-producers=2")
+    conn = case.connect(autocommit=False)
+    rows = []
+    for i in range(8):
+        rows += insert_rows(conn, [{"work_id": "alt-%d" % i, "kind": "fault", "payload": {"n": i}}]).work_ids
+        # the condition under test: one row per Kafka transaction
+        wait_until(lambda: set(rows) <= coll.ids(), 60, what="row alt-%d" % i, tick=coll.poll)
+    first = commit_ids(relay.log)
+    assert relay.stop() == 0, relay.log
+    assert len(first) >= 8, relay.log[-3000:]
+    assert set(first) == {tid, tid + ".1"}, first
+    assert all(a != b for a, b in zip(first, first[1:])), first
+    relay = start_relay(case, *EOS, "--log-level=debug", "--transactional-id", tid, create_slot=False)
+    for i in range(8, 11):
+        rows += insert_rows(conn, [{"work_id": "alt-%d" % i, "kind": "fault", "payload": {"n": i}}]).work_ids
+        wait_until(lambda: set(rows) <= coll.ids(), 60, what="row alt-%d" % i, tick=coll.poll)
+    verify_exactly_once(case, coll, rows, "eos_alternate", relays=[relay])
+    single = commit_ids(relay.log)
+    conn.close()
+    assert relay.stop() == 0, relay.log
+    assert len(single) >= 3 and set(single) == {tid}, single
+    assert reader.read_until(lambda recs: len(recs) >= len(rows), 60), reader.records
+    for p in {r.partition for r in reader.records}:
+        ns = [int(r.header("ce_id").split("-")[1]) for r in sorted(reader.records, key=lambda r: r.offset)
+              if r.partition == p]
+        assert ns == sorted(ns), (p, ns)

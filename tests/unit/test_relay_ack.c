@@ -792,6 +792,60 @@ static void test_eos_commit_in_flight_holds_records_back(void)
 }
 
 /*
+ * Two transactional producers (producer_options.transactional_pair, the
+ * relay's default): init_transactions() registers both ids, and committed
+ * Kafka transactions alternate between them, so that the next one never
+ * waits for the coordinator to finish the last one of its own id. An abort
+ * does not switch: the next transaction is the aborted one's producer's.
+ * Every transaction after the first carries the newest committed checkpoint
+ * from its start, so the checkpoint partition joins it with its records.
+ */
+static void test_eos_transactions_alternate_between_two_producers(void)
+{
+        struct world w;
+        char err[512], id[600];
+
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        w.r.prod = producer_free(w.r.prod);
+        w.r.prod_opts.transactional_pair = true;
+        CHECK(producer_new(&w.r.prod_opts, relay_on_delivery, relay_on_kafka_event, &w.r, &w.r.prod,
+                           err, sizeof(err)) == 0);
+        CHECK(relay_eos_init(&w.r) == 0);
+        CHECK_STR(producer_transactional_id(w.r.prod, id, sizeof(id)), "test-txn");
+        CHECK_INT(produce_eos_row(&w, "pair-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        CHECK_INT(flush_eos(&w), 0);
+        CHECK_STR(w.r.eos.end_tid, "test-txn");
+        CHECK_STR(producer_transactional_id(w.r.prod, id, sizeof(id)), "test-txn.1");
+        CHECK(w.r.watch.ckpt_acked == 0x10);
+        for (int i = 2; i <= 3; i++) {
+                uint64_t end = 0x10 * (uint64_t)i;
+                char work_id[16];
+
+                snprintf(work_id, sizeof(work_id), "pair-%d", i);
+                settle(&w);
+                CHECK(ledger_begin(w.r.ledger, end, 0) == 0);
+                w.r.txn.end_lsn = end;
+                relay_eos_txn_begins(&w.r, end);
+                CHECK_INT(produce_eos_row(&w, work_id), 0);
+                /* the record and the newest committed checkpoint */
+                CHECK_INT(w.r.eos.pending, 2);
+                relay_eos_row_done(&w.r);
+                CHECK(ledger_commit(w.r.ledger, end) == 0);
+                CHECK_INT(relay_eos_after_transaction(&w.r, end), 0);
+                CHECK_INT(flush_eos(&w), 0);
+                CHECK_STR(w.r.eos.end_tid, i == 2 ? "test-txn.1" : "test-txn");
+                CHECK(w.r.watch.ckpt_acked == end);
+        }
+        CHECK_INT(w.r.eos.stats_committed, 3);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_STR(producer_transactional_id(w.r.prod, id, sizeof(id)), "test-txn.1");
+        world_close(&w);
+}
+
+/*
  * A probing session meets a topic not probed yet while a transaction is
  * open: what is open is committed first, and the record waits for that
  * commit (it is offered again), then goes into a transaction of its own.
@@ -1253,6 +1307,7 @@ int main(void)
         test_eos_topic_refused_to_the_transaction_is_the_records_error();
         test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
         test_eos_commit_in_flight_holds_records_back();
+        test_eos_transactions_alternate_between_two_producers();
         test_eos_probe_waits_for_the_commit_of_what_was_open();
         test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
         test_eos_probe_refused_at_once_leaves_its_transaction_to_the_dead_letter_copy();
