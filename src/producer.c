@@ -540,6 +540,15 @@ int producer_fit_topic(struct producer *p, const char *topic, int64_t max_bytes,
         return 0;
 }
 
+/* A transactional producer's batch.size: p->all_bytes when set (producer_options.limits). -EINVAL. */
+static int fit_all_batches(const struct producer *p, rd_kafka_conf_t *kc, char *err, size_t errlen)
+{
+        char num[32];
+
+        snprintf(num, sizeof(num), "%lld", (long long)p->all_bytes);
+        return p->all_bytes ? set(kc, "batch.size", num, err, errlen) : 0;
+}
+
 /*
  * The second transactional producer: @opts's settings with transactional.id
  * "<id>.1" and no statistics unless the user set an interval (the first
@@ -550,7 +559,7 @@ static int make_twin(const struct producer_options *opts, struct producer *p, ch
 {
         struct producer_options o = *opts;
         rd_kafka_conf_t *kc = NULL;
-        char tid[512], kerr[512], num[32];
+        char tid[512], kerr[512];
         int r;
 
         if ((size_t)snprintf(tid, sizeof(tid), "%s.1", opts->transactional_id) >= sizeof(tid)) {
@@ -562,8 +571,7 @@ static int make_twin(const struct producer_options *opts, struct producer *p, ch
         r = make_conf(&o, p, &kc, err, errlen);
         if (r < 0)
                 return r;
-        snprintf(num, sizeof(num), "%lld", (long long)p->all_bytes);
-        if (p->all_bytes && set(kc, "batch.size", num, err, errlen) < 0) {
+        if (fit_all_batches(p, kc, err, errlen) < 0) {
                 rd_kafka_conf_destroy(kc);
                 return -EINVAL;
         }
@@ -583,7 +591,7 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
 {
         struct producer *p = calloc(1, sizeof(*p));
         rd_kafka_conf_t *kc = NULL;
-        char kerr[512], num[32];
+        char kerr[512];
         int r;
 
         if (!p)
@@ -607,8 +615,7 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
                         if (opts->limits[i].max_bytes > 0 && opts->limits[i].max_bytes < p->batch_bytes &&
                             (!p->all_bytes || opts->limits[i].max_bytes < p->all_bytes))
                                 p->all_bytes = opts->limits[i].max_bytes;
-                snprintf(num, sizeof(num), "%lld", (long long)p->all_bytes);
-                if (p->all_bytes && set(kc, "batch.size", num, err, errlen) < 0)
+                if (fit_all_batches(p, kc, err, errlen) < 0)
                         goto fail;
         } else {
                 /* Lanes carry no statistics of their own: the first producer's serve /readyz. */

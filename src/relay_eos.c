@@ -121,7 +121,10 @@ static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, 
  * record claims nothing new: the commit's checkpoint record follows it in
  * the same transaction and partition, so it is never the newest committed
  * one, and an abort takes both. Queue full: left out (the commit registers
- * the partition then). Returns 0, or -EIO (recorded).
+ * the partition then). Returns 0; -EAGAIN when librdkafka refused the
+ * record because the transaction had already failed (the row that opened
+ * it is held back, r->held_back, and the abort from the top loop ends the
+ * session); -EIO (recorded).
  */
 static int register_checkpoint_partition(struct relay *r)
 {
@@ -131,13 +134,21 @@ static int register_checkpoint_partition(struct relay *r)
         if (r->watch.ckpt_acked == LSN_INVALID)
                 return 0;
         ret = produce_checkpoint(r, r->watch.ckpt_acked, x->committed_part_end, x->committed_part_rows);
-        return ret == -EAGAIN ? 0 : ret;
+        if (ret == -EAGAIN)
+                return 0;
+        /* Failed under it (relay_eos_produce_failed()): nothing recorded, the row must not be dropped. */
+        if (ret < 0 && !r->failure && x->ending == RELAY_EOS_END_ABORT) {
+                r->held_back = true;
+                return -EAGAIN;
+        }
+        return ret;
 }
 
 /*
  * Begin a Kafka transaction if none is open; @rows: it is for records of
  * rows, and the checkpoint partition joins at once
- * (register_checkpoint_partition()). Returns 0 or -EIO (recorded).
+ * (register_checkpoint_partition()). Returns 0, -EAGAIN (the row held
+ * back), or -EIO (recorded).
  */
 static int ensure_open(struct relay *r, bool rows)
 {
