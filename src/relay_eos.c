@@ -223,6 +223,7 @@ int relay_eos_before_record(struct relay *r, const char *topic, const char *work
                 }
                 x->probe_open = true;
                 x->probe_produced = false;
+                x->probe_delivered = false;
                 x->probe_dead_letter = dead_letter;
                 snprintf(x->probe_topic, sizeof(x->probe_topic), "%s", topic);
                 snprintf(x->probe_work_id, sizeof(x->probe_work_id), "%.*s", (int)len, work_id);
@@ -257,6 +258,9 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
                 return;
         if (x->pending)
                 x->pending--;
+        /* The probe's record written: its topic's partition had joined the transaction. */
+        if (x->probe_open && !rep->error.code && !(rep->msg.ticket & TICKET_CHECKPOINT))
+                x->probe_delivered = true;
         if (purged && !x->failed) {
                 /* librdkafka failed the open transaction itself and purged its records. */
                 x->failed = true;
@@ -420,9 +424,11 @@ int relay_eos_abort(struct relay *r)
  * The open transaction failed and no record's delivery report said why
  * (x->refused unset): librdkafka failed it for a request of its own, whose
  * error its transactions API gives. A record's kind of error
- * (TOPIC_AUTHORIZATION_FAILED for AddPartitionsToTxn) is the probe's
- * record's own; else the next session probes to find the topic, and a
- * session that probes already stops (exit 3) rather than go round.
+ * (TOPIC_AUTHORIZATION_FAILED for AddPartitionsToTxn) is the checkpoint
+ * topic's when no row's record was in, or the probe's record was written;
+ * else the probe's record's own; else the next session probes to find the
+ * topic, and a session that probes already stops (exit 3) rather than go
+ * round.
  */
 static void explain_failure(struct relay *r)
 {
@@ -436,6 +442,30 @@ static void explain_failure(struct relay *r)
         snprintf(x->fail_text, sizeof(x->fail_text), "%.500s", e.text);
         if (e.fault != PRODUCER_FAULT_RECORD)
                 return;
+        /*
+         * A record's kind of error while the transaction held no row's record,
+         * or once the probe's record was written: the checkpoint record's,
+         * i.e. its topic's (AddPartitionsToTxn refused it: an ACL revoked
+         * while running, say). No row is to blame, and none meets its
+         * --on-error policy for it. A topic gone is streamed again once: the
+         * next session's read of the checkpoint finds it gone and says so.
+         */
+        if (x->messages == 0 || (x->probe_open && x->probe_delivered)) {
+                const char *fix = producer_fix(e.code);
+
+                x->refused = true;
+                if (e.code == PRODUCER_ERR_UNKNOWN_TOPIC && !x->probing) {
+                        x->probe_next = true;
+                        snprintf(x->fail_text, sizeof(x->fail_text), "%.400s, for the checkpoint topic "
+                                 "\"%s\"", e.text, r->conf->checkpoint_topic);
+                        return;
+                }
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "Kafka refused the checkpoint topic \"%s\" to "
+                           "the Kafka transaction: %s (%s). %s; stopping without confirming anything "
+                           "more, since no checkpoint can be committed", r->conf->checkpoint_topic,
+                           e.text, e.name, fix ? fix : "Check the relay's access to it");
+                return;
+        }
         /* A probe whose record never went in (held back, the transaction empty) is not its cause. */
         if (x->probe_open && x->probe_produced && x->probe_dead_letter) {
                 relay_fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (transaction ending "
@@ -473,7 +503,11 @@ static void explain_failure(struct relay *r)
                  "its own to find it", e.text);
 }
 
-/* A record of the open transaction failed: abort it and stream again. Returns -EIO (recorded). */
+/*
+ * A record of the open transaction failed: abort it and stream again, or
+ * stop when the failure already recorded says so (its error line stays the
+ * last). Returns -EIO (recorded).
+ */
 static int abort_failed(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
@@ -483,6 +517,10 @@ static int abort_failed(struct relay *r)
         snprintf(why, sizeof(why), "%s (%s)", x->fail_text, x->fail_name);
         if (abort_open(r, false) < 0)
                 return -EIO;
+        if (r->failure && r->failure != RELAY_EXIT_RETRY) {
+                log_info("aborted the failed Kafka transaction (%s); stopping", why);
+                return -EIO;
+        }
         relay_fail(r, RELAY_EXIT_RETRY, "the Kafka transaction failed: %s; aborted it, streaming again "
                    "from the slot (the committed part is skipped)", why);
         return -EIO;
@@ -628,6 +666,19 @@ static int commit_checkpoint(struct relay *r)
                 }
                 if (x->end_lsn > x->last_end)
                         x->last_end = x->end_lsn;
+        }
+        /*
+         * A probe's record is written before the checkpoint record joins: one
+         * AddPartitionsToTxn for both would fail both for either topic, and a
+         * refusal of the checkpoint topic would be taken for the probe's
+         * (explain_failure()). Its failure: aborted without a checkpoint.
+         */
+        if (x->probe_open && x->probe_produced && !x->probe_delivered) {
+                if (x->pending > 0 && !x->failed && !r->failure && !r->producer_broken &&
+                    relay_mono_ms() < x->end_deadline_ms)
+                        return 0;
+                if (x->failed)
+                        return 1;  /* commit_step() aborts it */
         }
         ret = produce_checkpoint(r, x->end_lsn, x->end_part_end, x->end_part_rows);
         if (ret == -EAGAIN && relay_mono_ms() < x->end_deadline_ms)

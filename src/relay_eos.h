@@ -74,6 +74,7 @@ struct relay_eos {
         bool probe_open;              /* the open transaction is a probe */
         bool probe_dead_letter;       /* of a dead-letter copy */
         bool probe_produced;          /* its record went into the probe's transaction */
+        bool probe_delivered;         /* and its delivery report said it was written */
         char probe_topic[RECORD_TOPIC_MAX + 1];
         char probe_work_id[256];
         uint64_t probe_end;           /* end LSN of the probed row's PostgreSQL transaction */

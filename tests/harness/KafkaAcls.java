@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Grant ACLs on a broker of the test harness that has an authorizer: allow
- * one principal some operations on some resources, logged in as a super
+ * (or with --deny, deny) one principal some operations on some resources,
+ * logged in as a super
  * user with the client settings of a properties file (bootstrap.servers,
  * security.protocol, sasl.*, ssl.*). Resources: a topic's literal name,
  * "transactional-id:NAME", "transactional-id-prefix:PREFIX" (a PREFIXED
@@ -10,10 +11,11 @@
  * SaslKafkaBroker.grant() (tests/harness/kafka.py) with java's source-file
  * mode and the broker's own jars on the class path:
  *
- *   java -cp '<kafka libs>/*' KafkaAcls.java CLIENT_PROPERTIES PRINCIPAL \
+ *   java -cp '<kafka libs>/*' KafkaAcls.java [--deny] CLIENT_PROPERTIES PRINCIPAL \
  *        OPERATION[,OPERATION...] RESOURCE...
  *
- * e.g. ... admin.properties User:relay WRITE,DESCRIBE orders.created
+ * e.g. ... admin.properties User:relay WRITE,DESCRIBE orders.created (a DENY
+ * binding overrides every ALLOW: that is how a test takes an operation back)
  * Exits 0 once the controller accepted every binding; else prints why and
  * exits 1. Knows nothing of PostgreSQL or the relay.
  */
@@ -48,9 +50,12 @@ public class KafkaAcls {
                 return new ResourcePattern(ResourceType.TOPIC, arg, PatternType.LITERAL);
         }
 
-        public static void main(String[] args) throws Exception {
+        public static void main(String[] argv) throws Exception {
+                boolean deny = argv.length > 0 && argv[0].equals("--deny");
+                String[] args = deny ? java.util.Arrays.copyOfRange(argv, 1, argv.length) : argv;
+
                 if (args.length < 4) {
-                        System.err.println("usage: KafkaAcls CLIENT_PROPERTIES PRINCIPAL "
+                        System.err.println("usage: KafkaAcls [--deny] CLIENT_PROPERTIES PRINCIPAL "
                                            + "OPERATION[,OPERATION...] RESOURCE...");
                         System.exit(2);
                 }
@@ -68,7 +73,8 @@ public class KafkaAcls {
                         for (int i = 3; i < args.length; i++)
                                 acls.add(new AclBinding(resource(args[i]),
                                         new AccessControlEntry(args[1], "*", operation,
-                                                               AclPermissionType.ALLOW)));
+                                                               deny ? AclPermissionType.DENY
+                                                                    : AclPermissionType.ALLOW)));
                 }
                 try (Admin admin = Admin.create(p)) {
                         admin.createAcls(acls).all().get(60, TimeUnit.SECONDS);

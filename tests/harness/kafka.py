@@ -432,19 +432,30 @@ class SaslKafkaBroker(KafkaBroker):
         confluent-kafka-python 1.7 (Debian 12) has no create_acls and the
         broker's jars hold no kafka-acls tool, so KafkaAcls.java does it with
         the Java Admin client of those jars (java's source-file mode)."""
+        self._acls([], user, resources, operations, timeout)
+        topics = [t for t in resources if ":" not in t and t != "cluster"]
+        if "DESCRIBE" in operations and topics:
+            procs.wait_until(lambda: self._sees(user, topics), timeout, interval=0.2,
+                             what="user %s to see topics %s" % (user, list(topics)))
+
+    def deny(self, user, resources, operations, timeout=60):
+        """Deny User:user the operations on each of resources (as in grant()):
+        a DENY binding overrides every ALLOW, so this takes back what grant()
+        gave, e.g. WRITE on a topic while a relay runs. Returns once the
+        controller accepted it; a caller that needs the brokers to enforce it
+        checks that itself."""
+        self._acls(["--deny"], user, resources, operations, timeout)
+
+    def _acls(self, flags, user, resources, operations, timeout):
         if self._libs is None:
             self._libs = ensure_jars(self.version)
         props = os.path.join(self.dir, "admin-client.properties")
         with open(props, "w") as f:
             f.write("".join("%s=%s\n" % kv for kv in self.admin_java_properties().items()))
         os.chmod(props, 0o600)
-        procs.run(self._java(ACL_TOOL, props, "User:" + user, ",".join(operations), *resources,
+        procs.run(self._java(ACL_TOOL, *flags, props, "User:" + user, ",".join(operations), *resources,
                              heap="256m"),
                   timeout=timeout + 60)
-        topics = [t for t in resources if ":" not in t and t != "cluster"]
-        if "DESCRIBE" in operations and topics:
-            procs.wait_until(lambda: self._sees(user, topics), timeout, interval=0.2,
-                             what="user %s to see topics %s" % (user, list(topics)))
 
     def _sees(self, user, topics):
         """True if user's metadata request lists every topic without an error."""

@@ -24,8 +24,8 @@ import shutil
 import time
 
 import pytest
-from harness import (CE_HEADERS, EXIT_OK, EXIT_UNPUBLISHABLE, SaslKafkaBroker, TopicReader, by_id,
-                     error_lines, format_lsn, free_port, has_ids, insert_rows, log_lines,
+from harness import (CE_HEADERS, EXIT_ENV, EXIT_OK, EXIT_UNPUBLISHABLE, SaslKafkaBroker, TopicReader,
+                     by_id, error_lines, format_lsn, free_port, has_ids, insert_rows, log_lines,
                      make_tempdir, parse_lsn, read_while_alive, simple_rows, wait_confirmed)
 from harness.http import wait_metric
 from rows_helpers import (REMEDY_DLQ, REMEDY_SKIP, assert_not_confirmed_past, stops_unpublishable,
@@ -315,3 +315,64 @@ def test_unauthorized_dead_letter_topic_stops(case, sasl_kafka):
     assert_not_confirmed_past(case, bad)
     assert reader.drain(timeout=30), case.logs()
     assert "denied-2" not in by_id(reader.records), "the row went somewhere after all"
+
+
+@pytest.mark.exactly_once
+def test_checkpoint_topic_refused_while_running_exactly_once(case, sasl_kafka):
+    """--exactly-once, and the relay loses WRITE on its checkpoint topic while
+    it runs (the start-up check passed). Every Kafka transaction then fails:
+    the coordinator refuses the checkpoint partition (AddPartitionsToTxn,
+    TOPIC_AUTHORIZATION_FAILED), which librdkafka reports only by failing the
+    transaction. The relay once took that for the refusal of the row's topic
+    in the probe transaction that followed (the row alone, then the
+    checkpoint record at commit) and stopped with exit 4 blaming a row that
+    Kafka would have taken, whose remedy skips it or sends it to the
+    dead-letter topic. It must stop with exit 3 naming the checkpoint topic
+    and the fix, confirm nothing past the last committed checkpoint, and
+    blame no row."""
+    topics = setup_topics(case, sasl_kafka, ["allowed"], [])
+    checkpoints = case.topic("checkpoints")
+    sasl_kafka.create_topic(checkpoints, partitions=1, config={"cleanup.policy": "compact"})
+    sasl_kafka.grant("relay", [checkpoints], ("WRITE", "READ", "DESCRIBE"))
+    tid = "outbox-relay-test." + case.dbname
+    sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
+    cfg = sasl_kafka.client_config()
+    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
+                         **{"isolation.level": "read_committed"}, **cfg)
+    case.readers.append(reader)
+    relay = start_relay(case, sasl_kafka, "--exactly-once", "--transactional-id=" + tid,
+                        "--checkpoint-topic=" + checkpoints)
+    conn = case.connect(autocommit=False)
+    first = insert_rows(conn, rows("first", 2))
+    assert reader.read_until(has_ids(first.work_ids), 60), case.logs()
+
+    sasl_kafka.deny("relay", [checkpoints], ("WRITE",))
+    wait_write_refused(sasl_kafka, checkpoints)
+    later = insert_rows(conn, rows("later", 2))
+    rc = wait_exit(relay, 120)
+    assert rc == EXIT_ENV, "exit %s, expected 3\n%s" % (rc, relay.log)
+    line = error_lines(relay.log)[-1]
+    assert '"%s"' % checkpoints in line and "checkpoint topic" in line, line
+    assert re.search(r"[Aa]uthorization failed", line) and re.search(r"\bWRITE\b", line), line
+    blamed = [ln for ln in error_lines(relay.log) if "work ID" in ln or "--skip-transaction" in ln]
+    assert not blamed, "a row was blamed for the checkpoint topic's refusal:\n" + "\n".join(blamed)
+    assert_not_confirmed_past(case, later)
+    reader.read_until(lambda recs: False, 3)
+    published = by_id(reader.records)
+    assert set(published) == set(first.work_ids), "a read_committed reader saw %s" % sorted(published)
+
+
+def wait_write_refused(broker, topic, timeout=60):
+    """Until the brokers enforce a DENY on WRITE to topic: a record produced
+    as the relay's user fails with TOPIC_AUTHORIZATION_FAILED."""
+    from confluent_kafka import KafkaError, Producer
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = Producer(dict(broker.client_config("relay"), **{"message.timeout.ms": 5000}))
+        got = []
+        p.produce(topic, key=b"probe", value=None, on_delivery=lambda err, msg: got.append(err))
+        p.flush(10)
+        if got and got[0] is not None and got[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return
+        time.sleep(0.5)
+    raise AssertionError("WRITE on %s was still allowed %d s after the DENY" % (topic, timeout))
