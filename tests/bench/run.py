@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 import traceback
@@ -109,6 +110,10 @@ def parse_args(argv):
     p.add_argument("--pg-socket", choices=("tcp", "unix"), default=env_default("pg_socket", "tcp"),
                    help="how the contestants reach PostgreSQL: TCP loopback (default) or its Unix-domain "
                    "socket, as a relay beside its database would")
+    p.add_argument("--rounds", type=int, default=env_default("rounds", 1, int),
+                   help="run every workload and contestant this many times over, interleaved, and "
+                        "print each target's median across the rounds beside every round's figure "
+                        "(default 1)")
     p.add_argument("--json", default=env_default("json", None), help="also write all figures here")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     p.add_argument("--profile", action="store_true",
@@ -138,6 +143,8 @@ def parse_args(argv):
     for c in a.contestants:
         if c not in contestants.ALL:
             p.error("unknown contestant %r" % c)
+    if a.rounds < 1:
+        p.error("--rounds must be at least 1")
     if "small" in a.workloads and not a.small_txns <= a.rows <= 10 * a.small_txns:
         p.error("--rows must be between --small-txns and 10 x --small-txns")
     a.relay_bin = a.relay_bin or os.path.join(_TOP, "build", "src", "outbox-relay")
@@ -274,6 +281,94 @@ def _ratio(a, b):
     return a / b if a and b else None
 
 
+def _against(r, ref):
+    """(rows/s, CPU per row) of result @r as multiples of @ref's."""
+    return (_ratio(_rows_per_s(r), _rows_per_s(ref)),
+            _ratio(_per_mrow(r.get("cpu_s"), r.get("rows")), _per_mrow(ref.get("cpu_s"), ref.get("rows"))))
+
+
+def _per_row(r, field):
+    return _per_mrow(r.get(field), r.get("rows")) if r and r.get("ok") else None
+
+
+def _pgoutput_backlog(rs):
+    """The pgoutput relay against the wal2json relay on one backlog workload:
+    (walsender CPU/row, relay CPU/row, rows/s) as multiples of wal2json's, and
+    its peak RSS in MB; None when the pgoutput relay did not run or failed."""
+    w2j, pgo = rs.get("relay"), rs.get("relay-pgoutput")
+    if not pgo or not pgo.get("ok"):
+        return None
+    q = _ratio(_rows_per_s(pgo), _rows_per_s(w2j)) if w2j and w2j.get("ok") else None
+    return (_ratio(_per_row(pgo, "walsender_cpu_s"), _per_row(w2j, "walsender_cpu_s")),
+            _ratio(_per_row(pgo, "cpu_s"), _per_row(w2j, "cpu_s")), q, pgo["rss_kb"] / 1024.0)
+
+
+BACKLOGS = (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions"))
+
+
+def target_figures(results, steady_2000):
+    """Every target's figure in one round: a list of (what, value, test,
+    bound), value None when its contestants did not both deliver. test is
+    one of "<", "<=", ">="."""
+    out = []
+    for wl, title in BACKLOGS:
+        rs = results.get(wl, {})
+        relay = rs.get("relay")
+        if relay and relay.get("ok"):
+            for key, label, bound in (("decode", "relay rows/s / decode limit's", 0.9),
+                                      ("debezium", "relay rows/s / Debezium's", 5.0)):
+                if rs.get(key) and rs[key].get("ok"):
+                    out.append(("%s: %s" % (title, label), _against(relay, rs[key])[0], ">=", bound))
+            out.append(("%s: relay peak RSS MB" % title, relay["rss_kb"] / 1024.0, "<", 32))
+            eos = rs.get("relay-eos")
+            if eos:
+                q, cpu = _against(eos, relay) if eos.get("ok") else (None, None)
+                out.append(("%s: EOS rows/s / default's" % title, q, ">=", 0.95))
+                out.append(("%s: EOS CPU/row / default's" % title, cpu, "<=", 1.1))
+        if "relay-pgoutput" in rs:
+            ws, cpu, q, rss = _pgoutput_backlog(rs) or (None,) * 4
+            out.append(("%s: pgoutput walsender CPU/row / wal2json's" % title, ws, "<=", 0.75))
+            out.append(("%s: pgoutput relay CPU/row / wal2json's" % title, cpu, "<=", 1.0))
+            out.append(("%s: pgoutput rows/s / wal2json's" % title, q, ">=", 1.0))
+            out.append(("%s: pgoutput peak RSS MB" % title, rss, "<", 32))
+    for rate, rs in sorted(results.get("steady", {}).items()):
+        relay, eos = rs.get("relay"), rs.get("relay-eos")
+        p99 = relay.get("p99_ms") if relay else None
+        if relay and rate == steady_2000:
+            out.append(("steady %d tx/s: relay p99 ms" % rate, p99, "<", 20))
+        if eos and rate == steady_2000:
+            out.append(("steady %d tx/s: EOS p99 ms" % rate, eos.get("p99_ms"), "<=", 25))
+        if eos and relay and rate == 5000:
+            out.append(("steady %d tx/s: EOS p99 / default's" % rate, _ratio(eos.get("p99_ms"), p99),
+                        "<=", 2.0))
+    return out
+
+
+def _meets(value, test, bound):
+    return value < bound if test == "<" else value <= bound if test == "<=" else value >= bound
+
+
+def rounds_lines(rounds, steady_2000):
+    """Each target across the rounds: its median (of the rounds that gave
+    it), every round's figure in order, and how many rounds met it."""
+    per = {}
+    for results in rounds:
+        for what, value, test, bound in target_figures(results, steady_2000):
+            per.setdefault((what, test, bound), []).append(value)
+    out = ["targets across %d rounds (median of the rounds' figures; each round's figure in order)"
+           % len(rounds)]
+    for (what, test, bound), values in per.items():
+        got = [v for v in values if v is not None]
+        if not got:
+            continue
+        med = statistics.median(got)
+        out.append("  %-64s median %6.2f (target %s %g)  %-6s  met in %d of %d: %s" % (
+            what, med, test, bound, "met" if _meets(med, test, bound) else "MISSED",
+            sum(_meets(v, test, bound) for v in got), len(values),
+            ", ".join("-" if v is None else "%.2f" % v for v in values)))
+    return out
+
+
 def backlog_table(title, results, order, labels):
     lines = [title,
              "  %-15s %8s %8s %10s %11s %13s %12s %8s %6s  %s" % (
@@ -323,20 +418,17 @@ def ratio_lines(results, steady_2000):
 
     def mark(ok):
         return "" if ok is None else ("  met" if ok else "  MISSED")
-    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+    for wl, title in BACKLOGS:
         rs = results.get(wl, {})
         relay = rs.get("relay")
         if not relay or not relay.get("ok"):
             continue
-        rr = _rows_per_s(relay)
         for key, label, target in (("decode", "limit, decode", 0.9), ("broker", "limit, broker", None),
                                    ("debezium", "Debezium", 5.0)):
             other = rs.get(key)
             if not other or not other.get("ok"):
                 continue
-            q = _ratio(rr, _rows_per_s(other))
-            cpu = _ratio(_per_mrow(relay.get("cpu_s"), relay.get("rows")),
-                         _per_mrow(other.get("cpu_s"), other.get("rows")))
+            q, cpu = _against(relay, other)
             t = "" if target is None else " (target >= %g)%s" % (target, mark(q >= target))
             extra = ""
             if key == "debezium":
@@ -370,17 +462,11 @@ def pgoutput_lines(results, mark):
     row (relay against relay, decode limit against decode limit), the relay's
     CPU per row, drain rows/s, peak RSS."""
     out = []
-
-    def per_row(r, field):
-        return _per_mrow(r.get(field), r.get("rows")) if r and r.get("ok") else None
-    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+    for wl, title in BACKLOGS:
         rs = results.get(wl, {})
-        w2j, pgo = rs.get("relay"), rs.get("relay-pgoutput")
-        if pgo and pgo.get("ok"):
-            q = _ratio(_rows_per_s(pgo), _rows_per_s(w2j)) if w2j and w2j.get("ok") else None
-            ws = _ratio(per_row(pgo, "walsender_cpu_s"), per_row(w2j, "walsender_cpu_s"))
-            cpu = _ratio(per_row(pgo, "cpu_s"), per_row(w2j, "cpu_s"))
-            rss = pgo["rss_kb"] / 1024.0
+        fig = _pgoutput_backlog(rs)
+        if fig:
+            ws, cpu, q, rss = fig
             out.append("  %-28s pgoutput relay: walsender CPU/row = %s wal2json's (target <= 0.75)%s; "
                        "relay CPU/row = %s (target <= 1)%s; rows/s = %s (target >= 1)%s; peak RSS "
                        "%.1f MB (target < 32 MB)%s" % (
@@ -388,7 +474,7 @@ def pgoutput_lines(results, mark):
                            _f(cpu, "%.2fx"), mark(cpu <= 1.0 if cpu else None), _f(q, "%.2fx"),
                            mark(q >= 1.0 if q else None), rss, mark(rss < 32)))
         d, dp = rs.get("decode"), rs.get("decode-pgoutput")
-        ws = _ratio(per_row(dp, "walsender_cpu_s"), per_row(d, "walsender_cpu_s"))
+        ws = _ratio(_per_row(dp, "walsender_cpu_s"), _per_row(d, "walsender_cpu_s"))
         if ws:
             out.append("  %-28s pgoutput decode limit: walsender CPU/row = %s wal2json's; rows/s = %s"
                        % (title + ":", _f(ws, "%.2fx"), _f(_ratio(_rows_per_s(dp), _rows_per_s(d)),
@@ -399,9 +485,9 @@ def pgoutput_lines(results, mark):
             continue
         out.append("  steady %5d tx/s:           pgoutput relay: walsender CPU/row = %s wal2json's; "
                    "relay CPU/row = %s; p99 %s ms against %s ms" % (
-                       rate, _f(_ratio(per_row(pgo, "walsender_cpu_s"), per_row(w2j, "walsender_cpu_s")),
+                       rate, _f(_ratio(_per_row(pgo, "walsender_cpu_s"), _per_row(w2j, "walsender_cpu_s")),
                                 "%.2fx"),
-                       _f(_ratio(per_row(pgo, "cpu_s"), per_row(w2j, "cpu_s")), "%.2fx"),
+                       _f(_ratio(_per_row(pgo, "cpu_s"), _per_row(w2j, "cpu_s")), "%.2fx"),
                        _f(pgo.get("p99_ms"), "%.1f"), _f(w2j.get("p99_ms"), "%.1f")))
     return out
 
@@ -409,14 +495,12 @@ def pgoutput_lines(results, mark):
 def eos_lines(results, steady_2000, mark):
     """--exactly-once against the default relay, same run."""
     out = []
-    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+    for wl, title in BACKLOGS:
         rs = results.get(wl, {})
         relay, eos = rs.get("relay"), rs.get("relay-eos")
         if not relay or not eos or not relay.get("ok") or not eos.get("ok"):
             continue
-        q = _ratio(_rows_per_s(eos), _rows_per_s(relay))
-        cpu = _ratio(_per_mrow(eos.get("cpu_s"), eos.get("rows")),
-                     _per_mrow(relay.get("cpu_s"), relay.get("rows")))
+        q, cpu = _against(eos, relay)
         out.append("  %-28s EOS rows/s = %s default's (target >= 0.95)%s; EOS CPU/row = %s "
                    "default's (target <= 1.1)%s" % (title + ":", _f(q, "%.2fx"),
                                                    mark(q >= 0.95 if q else None), _f(cpu, "%.3gx"),
@@ -439,7 +523,7 @@ def eos_lines(results, steady_2000, mark):
 def type_name_lines(results):
     """wal2json with type names (decode-names) against type OIDs (decode)."""
     out = []
-    for wl, title in (("large", "backlog, 1 transaction"), ("small", "backlog, small transactions")):
+    for wl, title in BACKLOGS:
         rs = results.get(wl, {})
         oids, names = rs.get("decode"), rs.get("decode-names")
         if not oids or not names or not oids.get("ok") or not names.get("ok"):
@@ -470,11 +554,11 @@ def machine_line():
         platform.platform(terse=True), os.cpu_count(), platform.python_version(), load)
 
 
-def render(args, results, labels, order, notes):
-    lines = ["", "outbox-relay benchmark: N=%d rows, %d small transactions, %d-byte payloads, "
+def render(args, results, labels, order, notes, title=""):
+    lines = ["", "outbox-relay benchmark%s: N=%d rows, %d small transactions, %d-byte payloads, "
              "steady %s tx/s for %g s, PostgreSQL over %s%s" % (
-                 args.rows, args.small_txns, args.payload_bytes, ",".join(map(str, args.rates)),
-                 args.duration, "its Unix-domain socket" if args.pg_socket == "unix" else "TCP loopback",
+                 title and ", " + title, args.rows, args.small_txns, args.payload_bytes,
+                 ",".join(map(str, args.rates)), args.duration, "its Unix-domain socket" if args.pg_socket == "unix" else "TCP loopback",
                  " (smoke)" if args.smoke else ""),
              machine_line(), ""]
     if "large" in results:
@@ -533,6 +617,60 @@ def warm_up_broker(ctx, rows, transactions):
               flush=True)
 
 
+def one_round(args, env, players, tag, failed, notes):
+    """Every workload with every contestant, one after the other: the
+    round's results ({workload: {contestant: Result}}, steady ones by rate).
+    Appends what failed to @failed and profiles to @notes; @tag prefixes
+    the progress lines."""
+    results = {}
+    for wl in ("large", "small"):
+        if wl not in args.workloads:
+            continue
+        workload.truncate(env.pg)
+        for p in players.values():
+            p.prepare_backlog(wl)
+        t0 = time.monotonic()
+        if wl == "large":
+            target = workload.load_large(env.pg, args.rows, args.payload_bytes)
+        else:
+            target = workload.load_small(env.pg, args.rows, args.small_txns, args.payload_bytes)
+        print("bench: %s%s: loaded %d rows in %.1f s, target LSN %s" % (
+            tag, wl, args.rows, time.monotonic() - t0, harness.format_lsn(target)), flush=True)
+        results[wl] = {}
+        for key, p in players.items():
+            try:
+                r = p.backlog(wl, args.rows, target)
+            except Exception as e:  # noqa: BLE001 -- report it in the table, go on
+                traceback.print_exc()
+                r = contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
+            p.cleanup()
+            if args.profile and isinstance(p, contestants.Relay):
+                report = p.profile_report(wl)
+                if report:
+                    notes.append("perf profile of %s, %s backlog:\n%s"
+                                 % (p.label, wl, report))
+            results[wl][key] = r
+            print("bench: %s%s %s: %s" % (tag, wl, key, json.dumps(r)), flush=True)
+            if not r.get("ok"):
+                failed.append("%s%s/%s" % (tag, wl, key))
+    if "steady" in args.workloads:
+        workload.truncate(env.pg)
+        results["steady"] = {rate: {} for rate in args.rates}
+        for key, p in players.items():
+            try:
+                rs = p.steady("steady", args.rates, args.duration)
+            except Exception as e:  # noqa: BLE001 -- report it in the table, go on
+                traceback.print_exc()
+                rs = {rate: contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
+                      for rate in args.rates}
+            for rate, r in rs.items():
+                results["steady"][rate][key] = r
+                print("bench: %ssteady %d %s: %s" % (tag, rate, key, json.dumps(r)), flush=True)
+                if not r.get("ok"):
+                    failed.append("%ssteady%d/%s" % (tag, rate, key))
+    return results
+
+
 def main(argv=None):
     args = parse_args(argv if argv is not None else sys.argv[1:])
     notes = []
@@ -546,7 +684,6 @@ def main(argv=None):
             order.remove("debezium")
             notes.append("note: Debezium skipped (smoke only): its jars could not be fetched: %s"
                          % str(e).splitlines()[0])
-    results = {}
     failed = []
     env = harness.Environment(pg_settings=PG_SETTINGS, keep=args.keep or None)
     env.start()
@@ -557,61 +694,27 @@ def main(argv=None):
         labels = {k: players[k].label for k in order}
         if any(k != "decode" for k in order):
             warm_up_broker(ctx, min(args.rows, 200_000), "relay-eos" in order)
-        for wl in ("large", "small"):
-            if wl not in args.workloads:
-                continue
-            workload.truncate(env.pg)
-            for p in players.values():
-                p.prepare_backlog(wl)
-            t0 = time.monotonic()
-            if wl == "large":
-                target = workload.load_large(env.pg, args.rows, args.payload_bytes)
-            else:
-                target = workload.load_small(env.pg, args.rows, args.small_txns, args.payload_bytes)
-            print("bench: %s: loaded %d rows in %.1f s, target LSN %s" % (
-                wl, args.rows, time.monotonic() - t0, harness.format_lsn(target)), flush=True)
-            results[wl] = {}
-            for key, p in players.items():
-                try:
-                    r = p.backlog(wl, args.rows, target)
-                except Exception as e:  # noqa: BLE001 -- report it in the table, go on
-                    traceback.print_exc()
-                    r = contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
-                p.cleanup()
-                if args.profile and isinstance(p, contestants.Relay):
-                    report = p.profile_report(wl)
-                    if report:
-                        notes.append("perf profile of %s, %s backlog:\n%s"
-                                     % (p.label, wl, report))
-                results[wl][key] = r
-                print("bench: %s %s: %s" % (wl, key, json.dumps(r)), flush=True)
-                if not r.get("ok"):
-                    failed.append("%s/%s" % (wl, key))
-        if "steady" in args.workloads:
-            workload.truncate(env.pg)
-            results["steady"] = {rate: {} for rate in args.rates}
-            for key, p in players.items():
-                try:
-                    rs = p.steady("steady", args.rates, args.duration)
-                except Exception as e:  # noqa: BLE001 -- report it in the table, go on
-                    traceback.print_exc()
-                    rs = {rate: contestants.Result(ok=False, note=str(e).splitlines()[0][:200])
-                          for rate in args.rates}
-                for rate, r in rs.items():
-                    results["steady"][rate][key] = r
-                    print("bench: steady %d %s: %s" % (rate, key, json.dumps(r)), flush=True)
-                    if not r.get("ok"):
-                        failed.append("steady%d/%s" % (rate, key))
+        rounds = []
+        base_id = ctx.run_id
+        for n in range(args.rounds):
+            tag = "round %d of %d: " % (n + 1, args.rounds) if args.rounds > 1 else ""
+            # Topics and transactional IDs of their own in each round.
+            ctx.run_id = base_id if n == 0 else "%s.r%d" % (base_id, n + 1)
+            rounds.append(one_round(args, env, players, tag, failed, notes))
         ctx.offsets.close()
         if args.keep:
             notes.append("logs and data kept in %s" % env.base_dir)
     finally:
         env.close()
-    print(render(args, results, labels, order, notes))
+    for n, results in enumerate(rounds):
+        print(render(args, results, labels, order, notes if n == len(rounds) - 1 else [],
+                     "round %d of %d" % (n + 1, len(rounds)) if len(rounds) > 1 else ""))
+    if len(rounds) > 1:
+        print("\n".join([""] + rounds_lines(rounds, 2000)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"params": {k: v for k, v in vars(args).items()}, "results": results,
-                       "failed": failed}, f, indent=1, default=str)
+            json.dump({"params": {k: v for k, v in vars(args).items()}, "results": rounds[0],
+                       "rounds": rounds, "failed": failed}, f, indent=1, default=str)
     if failed:
         print("bench: FAILED: %s" % ", ".join(failed))
         return 1
