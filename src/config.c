@@ -209,7 +209,9 @@ static const struct opt_def opt_defs[] = {
          "lag (at most 1 s), or until no commit has been read for this long."},
         {"kafka-commit-fixed-interval", 0, OPT_FLAG, OFF(txn_fixed_time), NULL, 0, 0, NULL,
          "--exactly-once: commit only at --kafka-commit-interval, never once acknowledged", 0,
-         "Fewer, larger Kafka transactions on a quiet stream, each row visible later."},
+         "Fewer, larger Kafka transactions on a quiet stream, each row visible later. While draining "
+         "a backlog a transaction still ends once no commit has been read for --kafka-commit-interval, "
+         "as without this flag."},
         {"kafka-transactional-producers", 0, OPT_INT, OFF(txn_producers), "1", 1, 2, "N",
          "--exactly-once: producers taking Kafka transactions in turn (2: transactional.id ID and ID.1)",
          0,
