@@ -87,6 +87,12 @@ struct producer {
  */
 #define MAX_REPORT_HEADERS 96
 
+bool producer_unknown_topic(int code)
+{
+        return code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+               code == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+}
+
 enum producer_fault producer_classify(int code, int fatal_code)
 {
         switch (code) {

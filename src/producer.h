@@ -85,6 +85,14 @@ enum producer_fault producer_classify(int code, int fatal_code);
  */
 const char *producer_fix(int code);
 
+/*
+ * producer_unknown_topic() - is Kafka error @code (rd_kafka_resp_err_t) a
+ * topic or partition that does not exist: the broker's
+ * UNKNOWN_TOPIC_OR_PARTITION or librdkafka's local _UNKNOWN_TOPIC and
+ * _UNKNOWN_PARTITION? Pure; no errors.
+ */
+bool producer_unknown_topic(int code);
+
 /* Kafka's MESSAGE_TOO_LARGE (protocol error code 10): a record or its batch too large for the topic. */
 #define PRODUCER_ERR_MSG_SIZE_TOO_LARGE 10
 #define PRODUCER_ERR_STATE (-172) /* RD_KAFKA_RESP_ERR__STATE: not allowed in the producer's (transaction) state */

@@ -454,7 +454,7 @@ static void explain_failure(struct relay *r)
                 const char *fix = producer_fix(e.code);
 
                 x->refused = true;
-                if (e.code == PRODUCER_ERR_UNKNOWN_TOPIC && !x->probing) {
+                if (producer_unknown_topic(e.code) && !x->probing) {
                         x->probe_next = true;
                         snprintf(x->fail_text, sizeof(x->fail_text), "%.400s, for the checkpoint topic "
                                  "\"%s\"", e.text, r->conf->checkpoint_topic);

@@ -717,6 +717,10 @@ static void test_classification(void)
         CHECK_INT(producer_classify(RD_KAFKA_RESP_ERR__FATAL, RD_KAFKA_RESP_ERR_UNKNOWN), PRODUCER_FAULT_FATAL);
         CHECK(producer_fix(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) != NULL);
         CHECK(producer_fix(RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION) == NULL);
+        CHECK(producer_unknown_topic(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART));
+        CHECK(producer_unknown_topic(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        CHECK(producer_unknown_topic(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
+        CHECK(!producer_unknown_topic(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED));
 }
 
 /*
