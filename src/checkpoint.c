@@ -158,6 +158,15 @@ static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const ch
 
 
 /*
+ * Kafka's ACLs refuse the relay's principal: ListOffsets without DESCRIBE,
+ * Fetch without READ on the topic. No retry changes that.
+ */
+static bool refused(rd_kafka_resp_err_t e)
+{
+        return e == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+}
+
+/*
  * Read [@from, @to) of partition 0 with the simple (legacy) consumer, which
  * needs no consumer group, and remember the newest record of @key in @ret.
  * Returns 1 if one was found, 0 if not, negative on failure.
@@ -196,8 +205,8 @@ static int read_window(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const char *topic,
                 if (m->err) {
                         snprintf(err, errlen, "cannot read the checkpoint topic \"%s\": %s", topic,
                                  rd_kafka_message_errstr(m));
+                        r = refused(m->err) ? -EACCES : -EIO;
                         rd_kafka_message_destroy(m);
-                        r = -EIO;
                         break;
                 }
                 if (m->key_len == klen && memcmp(m->key, key, klen) == 0 && m->offset < to) {
@@ -268,8 +277,8 @@ static int decided_end(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const char *topic,
                 if (m && m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                         snprintf(err, errlen, "cannot read the checkpoint topic \"%s\": %s", topic,
                                  rd_kafka_message_errstr(m));
+                        r = refused(m->err) ? -EACCES : -EIO;
                         rd_kafka_message_destroy(m);
-                        r = -EIO;
                         break;
                 }
                 if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
@@ -339,7 +348,7 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
                 snprintf(err, errlen, "cannot read the offsets of the checkpoint topic \"%s\": %s",
                          src->topic, rd_kafka_err2str(e));
-                r = e == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
+                r = e == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : refused(e) ? -EACCES : -EIO;
                 goto out;
         }
         rkt = rd_kafka_topic_new(rk, src->topic, NULL);

@@ -103,7 +103,9 @@ struct checkpoint_source {
  * *ret_found and @ret set when found; 0 with *ret_found false when the topic
  * holds none (or does not exist: *ret_no_topic true); -ETIMEDOUT,
  * -EBADMSG (the newest record of @key is not a checkpoint value: its text in
- * @err), or -EIO with librdkafka's reason in @err.
+ * @err), -EACCES (Kafka's ACLs refuse the principal READ or DESCRIBE on the
+ * topic: TOPIC_AUTHORIZATION_FAILED, which no retry changes), or -EIO with
+ * librdkafka's reason in @err.
  */
 int checkpoint_read(const struct checkpoint_source *src, const char *key, int timeout_ms,
                     struct checkpoint *ret, bool *ret_found, bool *ret_no_topic, char *err,

@@ -278,6 +278,15 @@ static int read_newest(struct relay *r, int timeout_ms, struct checkpoint *c, bo
                            "give the relay a topic of its own with --checkpoint-topic", err);
                 return -EINVAL;
         }
+        /* Not a moment's trouble: retried, it would be a restart loop that never says why. */
+        if (ret == -EACCES) {
+                relay_fail(r, RELAY_EXIT_ENVIRONMENT, "cannot read the newest checkpoint of slot \"%s\": "
+                           "%s. Kafka refuses the relay's principal: grant it READ and DESCRIBE on "
+                           "topic \"%s\" (an ACL; the relay writes its checkpoints there and reads "
+                           "the newest one at every start and reconnect)", r->conf->slot, err,
+                           r->conf->checkpoint_topic);
+                return -EINVAL;
+        }
         return ret < 0 ? -EAGAIN : 0;
 }
 

@@ -377,3 +377,78 @@ def wait_write_refused(broker, topic, timeout=60):
         p.flush(10)
         return bool(got) and got[0] is not None and got[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     wait_until(refused, timeout, interval=0.5, what="the brokers to refuse WRITE on %s" % topic)
+
+
+@pytest.mark.exactly_once
+def test_checkpoint_topic_unreadable_at_reconnect_exactly_once(case, sasl_kafka):
+    """--exactly-once, and the relay loses READ on its checkpoint topic while
+    it runs. Nothing reads the topic while streaming, so nothing changes
+    until the replication connection drops; the session after it must read
+    the newest checkpoint before it streams (a resume point from before the
+    drop is stale) and cannot. It retried that read for ever, every few
+    seconds, never saying what to fix. It must stop with exit 3 naming the
+    checkpoint topic and the fix (READ), not stream on the old resume
+    point."""
+    unreadable_at_reconnect(case, sasl_kafka, exactly_once=True)
+
+
+def test_checkpoint_topic_unreadable_at_reconnect(case, sasl_kafka):
+    """The same at least once: the relay streamed on after the reconnect,
+    confirming nothing until the checkpoint could be read, so the slot held
+    WAL for ever with a warning at each start. It must stop with exit 3
+    naming the checkpoint topic and the fix (READ)."""
+    unreadable_at_reconnect(case, sasl_kafka, exactly_once=False)
+
+
+def unreadable_at_reconnect(case, sasl_kafka, exactly_once):
+    topics = setup_topics(case, sasl_kafka, ["allowed"], [])
+    checkpoints = case.topic("checkpoints")
+    sasl_kafka.create_topic(checkpoints, partitions=1, config={"cleanup.policy": "compact"})
+    sasl_kafka.grant("relay", [checkpoints], ("WRITE", "READ", "DESCRIBE"))
+    extra = ["--checkpoint-topic=" + checkpoints]
+    if exactly_once:
+        tid = "outbox-relay-test." + case.dbname
+        sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
+        extra += ["--exactly-once", "--transactional-id=" + tid]
+    cfg = sasl_kafka.client_config()
+    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
+                         **{"isolation.level": "read_committed"}, **cfg)
+    case.readers.append(reader)
+    relay = start_relay(case, sasl_kafka, *extra)
+    conn = case.connect(autocommit=False)
+    first = insert_rows(conn, rows("first", 2))
+    assert reader.read_until(has_ids(first.work_ids), 60), case.logs()
+
+    sasl_kafka.deny("relay", [checkpoints], ("READ",))
+    wait_read_refused(sasl_kafka, checkpoints)
+    case.pg.query("SELECT pg_terminate_backend(%s)", (case.slot_info()["active_pid"],))
+    rc = wait_exit(relay, 120)
+    assert rc == EXIT_ENV, "exit %s, expected 3\n%s" % (rc, relay.log)
+    line = error_lines(relay.log)[-1]
+    assert '"%s"' % checkpoints in line and "checkpoint" in line, line
+    assert re.search(r"\bREAD\b", line), "the fix (grant READ on the topic) is missing:\n" + line
+    streams = relay.log.count("streaming from slot")
+    assert streams == 1, "the relay streamed again without reading its checkpoint:\n%s" % relay.log
+
+
+def wait_read_refused(broker, topic, timeout=60):
+    """Until the brokers enforce a DENY on READ of topic: a consumer logged
+    in as the relay's user gets TOPIC_AUTHORIZATION_FAILED."""
+    from confluent_kafka import KafkaError, KafkaException, Consumer, TopicPartition
+    c = Consumer(dict(broker.client_config("relay"), **{"group.id": "deny-check",
+                                                       "enable.auto.commit": False}))
+
+    def refused():
+        try:
+            c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+            lo = c.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=5)
+            c.assign(lo)
+            m = c.poll(2)
+            return m is not None and m.error() is not None and \
+                m.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        except KafkaException as e:
+            return e.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    try:
+        wait_until(refused, timeout, interval=0.5, what="the brokers to refuse READ of %s" % topic)
+    finally:
+        c.close()
