@@ -10,9 +10,6 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <poll.h>
-#include <linux/tcp.h>   /* struct tcp_info with tcpi_min_rtt; glibc's netinet/tcp.h lacks it */
-#include <netinet/in.h>
-#include <stddef.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,38 +208,6 @@ int pgstream_set_read_batch(struct pgstream *s, int bytes)
         if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) < 0)
                 return -errno;
         return 0;
-}
-
-int pgstream_socket_cap_receive_window(int fd, int bytes, int max_rtt_us, int *ret_rtt_us)
-{
-        struct sockaddr_storage a;
-        socklen_t alen = sizeof(a);
-        struct tcp_info ti;
-        socklen_t tlen = sizeof(ti);
-        uint32_t rtt;
-
-        *ret_rtt_us = 0;
-        if (getsockname(fd, (struct sockaddr *)&a, &alen) < 0)
-                return -errno;
-        if (a.ss_family != AF_INET && a.ss_family != AF_INET6)
-                return -EOPNOTSUPP;
-        memset(&ti, 0, sizeof(ti));
-        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tlen) < 0)
-                return -errno;
-        /* The least round trip seen, the handshake's among them: the server's think time in none. */
-        rtt = tlen >= offsetof(struct tcp_info, tcpi_min_rtt) + sizeof(ti.tcpi_min_rtt) && ti.tcpi_min_rtt
-                ? ti.tcpi_min_rtt : ti.tcpi_rtt;
-        *ret_rtt_us = (int)rtt;
-        if (rtt == 0 || rtt > (unsigned)max_rtt_us)
-                return 0;
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) < 0)
-                return -errno;
-        return 1;
-}
-
-int pgstream_cap_receive_window(struct pgstream *s, int bytes, int max_rtt_us, int *ret_rtt_us)
-{
-        return pgstream_socket_cap_receive_window(PQsocket(s->conn), bytes, max_rtt_us, ret_rtt_us);
 }
 
 int pgstream_consume(struct pgstream *s, char *err, size_t errlen)

@@ -105,29 +105,6 @@ int pgstream_read(struct pgstream *s, const char **ret_buf, size_t *ret_len, cha
 int pgstream_set_read_batch(struct pgstream *s, int bytes);
 
 /*
- * pgstream_cap_receive_window() - beside its database, fix the replication
- * socket's receive buffer at @bytes (SO_RCVBUF, socket(7): the kernel keeps
- * twice @bytes, window and bookkeeping, and stops autotuning it), so that
- * the window TCP offers the walsender stays small. A walsender sends each
- * CopyData message with a send() of its own; into an open window each goes
- * out as a segment of its own, through the whole loopback path on the
- * walsender's CPU, while into a closed one it joins the segment queued
- * before it. With the window autotuned to megabytes a fast reader keeps it
- * open, and the walsender pays per message. Done only when the least round
- * trip the kernel has seen on the connection (TCP_INFO tcpi_min_rtt, the
- * handshake's among them, so no server think time; tcpi_rtt on a kernel
- * before 4.10) is at most @max_rtt_us: a stream carries at most a window
- * per round trip, and farther away autotuning is what keeps a backlog's
- * rate. *ret_rtt_us gets that round trip (µs; 0 unless a TCP socket). Returns 1 (fixed), 0 (left as it was: the round
- * trip is longer), -EOPNOTSUPP (not a TCP socket: a Unix-domain socket has
- * no window), or -errno from getsockname(), getsockopt() or setsockopt().
- */
-int pgstream_cap_receive_window(struct pgstream *s, int bytes, int max_rtt_us, int *ret_rtt_us);
-
-/* pgstream_socket_cap_receive_window() - the same on a connected socket @fd. */
-int pgstream_socket_cap_receive_window(int fd, int bytes, int max_rtt_us, int *ret_rtt_us);
-
-/*
  * pgstream_consume() - read what the socket has (after POLLIN, or on a
  * timer); nothing there is not an error. Returns 0 or -EIO.
  */

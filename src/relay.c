@@ -436,22 +436,6 @@ static void pace_reads(struct relay *r)
         r->reads.batch = batch;
 }
 
-/* Fix the new replication socket's receive buffer when beside the database (RELAY_RECEIVE_WINDOW). */
-static void cap_receive_window(struct relay *r)
-{
-        int rtt_us, e = pgstream_cap_receive_window(r->pg, RELAY_RECEIVE_WINDOW, RELAY_RECEIVE_WINDOW_RTT_US,
-                                                    &rtt_us);
-
-        if (e == 1)
-                log_debug("replication socket: receive buffer fixed at %d bytes (round trip %d µs)",
-                          RELAY_RECEIVE_WINDOW, rtt_us);
-        else if (e == 0)
-                log_debug("replication socket: receive buffer left to the kernel (round trip %d µs, over %d)",
-                          rtt_us, RELAY_RECEIVE_WINDOW_RTT_US);
-        else if (e != -EOPNOTSUPP)
-                log_debug("replication socket: receive buffer left to the kernel: %s", strerror(-e));
-}
-
 static void stream(struct relay *r)
 {
         r->fb.server_stopping_ms = 0;
@@ -782,7 +766,6 @@ static int session(struct relay *r)
         r->streaming = true;
         /* A new socket: every arrival wakes the loop until the rate says otherwise. */
         r->reads = (struct relay_reads){.window_ms = relay_mono_ms()};
-        cap_receive_window(r);
         relay_watch_stream_started(r);
         relay_set_state(r, RELAY_STATE_STREAMING);
         relay_note_active(r);

@@ -192,17 +192,6 @@ struct relay_stage {
 #define RELAY_READ_WINDOW_MS 10             /* the rate is measured over at least this long */
 #define RELAY_READ_BATCH_RATE (16u << 20)   /* bytes/s from which the relay batches */
 #define RELAY_READ_SINGLE_RATE (4u << 20)   /* bytes/s below which it stops batching */
-/*
- * The replication socket's receive buffer beside its database
- * (pgstream_cap_receive_window(), set once per session): twice
- * RELAY_READ_BATCH, so that a batch still gathers in the window, and the
- * walsender's messages join one segment whenever the loop is busy with
- * Kafka instead of each going out alone. Only within
- * RELAY_RECEIVE_WINDOW_RTT_US: 128 KiB per millisecond is 128 MB/s, more
- * than a walsender sends.
- */
-#define RELAY_RECEIVE_WINDOW (2 * RELAY_READ_BATCH)  /* bytes of SO_RCVBUF */
-#define RELAY_RECEIVE_WINDOW_RTT_US 1000             /* µs of round trip, at most */
 struct relay_reads {
         bool batch;                   /* SO_RCVLOWAT is RELAY_READ_BATCH on this session's socket */
         bool unsupported;             /* setsockopt refused it: never again in this session */
