@@ -126,3 +126,49 @@ def test_full_inflight_window_still_sends_status(case, env):
         case.pg.query("ALTER SYSTEM RESET wal_sender_timeout")
         case.pg.query("SELECT pg_reload_conf()")
         broker.kill()
+
+
+def test_socket_full_still_sends_status(case, env):
+    """Kafka down while the application keeps writing: the relay stops
+    reading at its in-flight bound, and the replication socket's buffers on
+    both ends fill (tens of megabytes of WAL decoded, more than the kernel's
+    autotuned receive buffer of a few). Its standby status updates must still
+    reach the server through the full connection, so the walsender outlives
+    wal_sender_timeout several times over, and the rows arrive once Kafka is
+    back. The test above fills the in-flight window only, with a hundred
+    rows; here the connection itself is full."""
+    broker = KafkaBroker(env.base_dir, name=case.name + "-kafka", quick_start=True)
+    broker.start()
+    try:
+        case.pg.query("ALTER SYSTEM SET wal_sender_timeout = '3s'")
+        case.pg.query("SELECT pg_reload_conf()")
+        relay = case.relay("-X", "message.timeout.ms=300000", "--max-inflight-messages=50",
+                           brokers=broker.bootstrap)
+        conn = case.connect(autocommit=True)
+        reader = TopicReader(broker.bootstrap, [case.topic_pattern])
+        case.readers.append(reader)
+        conn.cursor().execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('full-0', %s, '{}')",
+                              ("order_received",))
+        assert reader.read_until(has_ids(["full-0"]), 30), case.logs()
+        broker.stop()
+        pid = case.slot_info()["active_pid"]
+        rows = 40000
+        # About 1 KiB of payload each: some 40 MB decoded, where the socket holds a few.
+        conn.cursor().execute("INSERT INTO outbox (work_id, kind, payload) SELECT 'full-' || g, %s, "
+                              "jsonb_build_object('pad', repeat('x', 1000)) FROM generate_series(1, %s) g",
+                              ("order_received", rows))
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            s = case.slot_info()
+            assert relay.alive, relay.log
+            assert s["active"] and s["active_pid"] == pid, \
+                "walsender dropped the relay while the replication socket was full\n" + relay.log
+            time.sleep(0.1)  # poll interval: the invariant must hold for the whole window
+        broker.start()
+        ids = ["full-%d" % i for i in range(rows + 1)]
+        assert reader.read_until(has_ids(ids), 180), case.logs()
+        assert relay.stop() == EXIT_OK, relay.log
+    finally:
+        case.pg.query("ALTER SYSTEM RESET wal_sender_timeout")
+        case.pg.query("SELECT pg_reload_conf()")
+        broker.kill()
