@@ -12,11 +12,10 @@ in-flight bytes, its delivery report subtracts, dead letters included.
 Memory for one huge transaction: test_stream_volume.py.
 """
 
-import time
-
 import pytest
-from harness import (EXIT_OK, KafkaBroker, TopicReader, format_lsn, has_ids, insert_rows,
-                     parse_lsn, procs, simple_rows, wait_confirmed)
+from harness import (EXIT_OK, TopicReader, format_lsn, has_ids, insert_rows, parse_lsn, procs,
+                     simple_rows, wait_confirmed)
+from harness.faults import observe, wal_sender_timeout
 from harness.http import scrape
 
 
@@ -92,83 +91,77 @@ def test_inflight_bytes_return_to_zero_after_dead_letters(case):
     assert relay.stop() == EXIT_OK, relay.log
 
 
-def test_full_inflight_window_still_sends_status(case, env):
-    broker = KafkaBroker(env.base_dir, name=case.name + "-kafka", quick_start=True)
-    broker.start()
-    try:
-        case.pg.query("ALTER SYSTEM SET wal_sender_timeout = '3s'")
-        case.pg.query("SELECT pg_reload_conf()")
-        relay = case.relay("-X", "message.timeout.ms=300000", "--max-inflight-messages=5",
-                           brokers=broker.bootstrap)
-        conn = case.connect(autocommit=False)
-        first = insert_rows(conn, simple_rows("first", 1))
-        reader = TopicReader(broker.bootstrap, [case.topic_pattern])
-        case.readers.append(reader)
-        assert reader.read_until(has_ids(first.work_ids), 30), case.logs()
-        broker.stop()
-        pid = case.slot_info()["active_pid"]
+WAL_SENDER_TIMEOUT_S = 3
+
+
+def relay_with_broker_stopped(case, broker, inflight):
+    """A relay with --max-inflight-messages=inflight whose first row has
+    arrived, then its broker stopped. Returns (relay, reader, conn, the
+    walsender's PID)."""
+    relay = case.relay("-X", "message.timeout.ms=300000", "--max-inflight-messages=%d" % inflight,
+                       brokers=broker.bootstrap)
+    conn = case.connect(autocommit=False)
+    first = insert_rows(conn, simple_rows("first", 1))
+    reader = TopicReader(broker.bootstrap, [case.topic_pattern])
+    case.readers.append(reader)
+    assert reader.read_until(has_ids(first.work_ids), 30), case.logs()
+    broker.stop()
+    return relay, reader, conn, case.slot_info()["active_pid"]
+
+
+def same_walsender(case, relay, pid, what):
+    """A check for observe(): the relay runs and walsender pid still serves
+    its slot. Returns the slot's row."""
+    def check():
+        s = case.slot_info()
+        assert relay.alive, relay.log
+        assert s["active"] and s["active_pid"] == pid, \
+            "walsender dropped the relay while %s\n%s" % (what, relay.log)
+        return s
+    return check
+
+
+def test_full_inflight_window_still_sends_status(case, broker):
+    with wal_sender_timeout(case.pg, "%ds" % WAL_SENDER_TIMEOUT_S):
+        relay, reader, conn, pid = relay_with_broker_stopped(case, broker, 5)
         stuck = [insert_rows(conn, simple_rows("stuck-%d" % i, 10)) for i in range(10)]
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
-            s = case.slot_info()
-            assert relay.alive, relay.log
-            assert s["active"] and s["active_pid"] == pid, \
-                "walsender dropped the relay while its in-flight window was full\n" + relay.log
+        serving = same_walsender(case, relay, pid, "its in-flight window was full")
+
+        def held():
+            s = serving()
             assert s["confirmed_flush_lsn"] <= stuck[0].lsn_before, format_lsn(
                 s["confirmed_flush_lsn"])
-            time.sleep(0.1)  # poll interval: the invariant must hold for the whole window
+        observe(8, held)
         broker.start()
         ids = [w for c in stuck for w in c.work_ids]
         assert reader.read_until(has_ids(ids), 120), case.logs()
         wait_confirmed(case, max(parse_lsn(r.header("ce_pglsn")) for r in reader.records), 60)
         assert relay.stop() == EXIT_OK, relay.log
-    finally:
-        case.pg.query("ALTER SYSTEM RESET wal_sender_timeout")
-        case.pg.query("SELECT pg_reload_conf()")
-        broker.kill()
 
 
-def test_socket_full_still_sends_status(case, env):
+def test_socket_full_still_sends_status(case, broker):
     """Kafka down while the application keeps writing: the relay stops
-    reading at its in-flight bound, and the replication socket's buffers on
-    both ends fill (tens of megabytes of WAL decoded, more than the kernel's
-    autotuned receive buffer of a few). Its standby status updates must still
-    reach the server through the full connection, so the walsender outlives
-    wal_sender_timeout several times over, and the rows arrive once Kafka is
-    back. The test above fills the in-flight window only, with a hundred
-    rows; here the connection itself is full."""
-    broker = KafkaBroker(env.base_dir, name=case.name + "-kafka", quick_start=True)
-    broker.start()
-    try:
-        case.pg.query("ALTER SYSTEM SET wal_sender_timeout = '3s'")
-        case.pg.query("SELECT pg_reload_conf()")
-        relay = case.relay("-X", "message.timeout.ms=300000", "--max-inflight-messages=50",
-                           brokers=broker.bootstrap)
-        conn = case.connect(autocommit=True)
-        reader = TopicReader(broker.bootstrap, [case.topic_pattern])
-        case.readers.append(reader)
-        conn.cursor().execute("INSERT INTO outbox (work_id, kind, payload) VALUES ('full-0', %s, '{}')",
-                              ("order_received",))
-        assert reader.read_until(has_ids(["full-0"]), 30), case.logs()
-        broker.stop()
-        pid = case.slot_info()["active_pid"]
-        rows = 40000
-        # About 1 KiB of payload each: some 40 MB decoded, where the socket holds a few.
+    reading at its in-flight bound, and the replication connection fills
+    until the walsender waits on it (wait event WalSenderWriteData: some 40
+    MB decoded, where the socket buffers hold a few). The relay's standby
+    status updates must still reach the server through the full connection,
+    so the walsender outlives wal_sender_timeout four times over, and the
+    rows arrive once Kafka is back. The test above fills the in-flight
+    window only, with a hundred rows; here the connection itself is full."""
+    rows = 40000
+    with wal_sender_timeout(case.pg, "%ds" % WAL_SENDER_TIMEOUT_S):
+        relay, reader, conn, pid = relay_with_broker_stopped(case, broker, 50)
+        # About 1 KiB of payload each.
         conn.cursor().execute("INSERT INTO outbox (work_id, kind, payload) SELECT 'full-' || g, %s, "
                               "jsonb_build_object('pad', repeat('x', 1000)) FROM generate_series(1, %s) g",
                               ("order_received", rows))
-        deadline = time.monotonic() + 12
-        while time.monotonic() < deadline:
-            s = case.slot_info()
-            assert relay.alive, relay.log
-            assert s["active"] and s["active_pid"] == pid, \
-                "walsender dropped the relay while the replication socket was full\n" + relay.log
-            time.sleep(0.1)  # poll interval: the invariant must hold for the whole window
+        conn.commit()
+        serving = same_walsender(case, relay, pid, "the replication connection was full")
+        procs.wait_until(lambda: serving() and case.pg.scalar(
+            "SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (pid,)) == "WalSenderWriteData",
+            60, interval=0.05, what="the walsender to wait on the full replication connection")
+        observe(4 * WAL_SENDER_TIMEOUT_S, serving)
         broker.start()
-        ids = ["full-%d" % i for i in range(rows + 1)]
+        ids = ["full-%d" % i for i in range(1, rows + 1)]
         assert reader.read_until(has_ids(ids), 180), case.logs()
         assert relay.stop() == EXIT_OK, relay.log
-    finally:
-        case.pg.query("ALTER SYSTEM RESET wal_sender_timeout")
-        case.pg.query("SELECT pg_reload_conf()")
-        broker.kill()
