@@ -339,8 +339,7 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
                 return -EIO;
         }
         e = rd_kafka_query_watermark_offsets(rk, src->topic, 0, &lo, &hi, timeout_ms);
-        if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
-            e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+        if (producer_unknown_topic(e)) {
                 *ret_no_topic = true;
                 r = 0;
                 goto out;
