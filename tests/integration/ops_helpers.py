@@ -24,6 +24,7 @@ alert added to the guide without such a state fails test_ops_alerts.py.
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -187,7 +188,7 @@ def _yaml_str(s):
 def evaluate(snapshot, fires, tmpdir=None):
     """Evaluate the guide's alerts on snapshot with promtool: exactly the alerts
     named in fires must be firing after 30 minutes. Raises AssertionError
-    with promtool's output otherwise."""
+    with promtool's output otherwise, and keeps its files only then."""
     alerts = readme_alerts()
     names = {a["name"] for a in alerts}
     assert set(fires) <= names, "not alerts of the guide: %s" % (set(fires) - names)
@@ -216,3 +217,5 @@ def evaluate(snapshot, fires, tmpdir=None):
                         text=True, timeout=300)
     assert cp.returncode == 0, ("the guide's alerts on this state: expected firing %s\n%s\n%s\n(files in %s)"
                                 % (sorted(fires), cp.stdout[-6000:], cp.stderr[-3000:], d))
+    # Kept only when it failed: the message above points at it.
+    shutil.rmtree(d, ignore_errors=True)
