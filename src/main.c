@@ -17,6 +17,7 @@
 #include "config.h"
 #include "log.h"
 #include "lsn.h"
+#include "producer.h"
 #include "redrive.h"
 #include "relay.h"
 #include "slotcmd.h"
@@ -317,7 +318,7 @@ int main(int argc, char **argv)
                 return RELAY_EXIT_OK;
         }
         if (conf.show_version) {
-                printf("outbox-relay %s\n", RELAY_VERSION);
+                printf("outbox-relay %s\nlibrdkafka %s\n", RELAY_VERSION, producer_library_version());
                 config_free(&conf);
                 return RELAY_EXIT_OK;
         }

@@ -1314,6 +1314,11 @@ int producer_init_transactions(struct producer *p, int timeout_ms, struct produc
         return r;
 }
 
+const char *producer_library_version(void)
+{
+        return rd_kafka_version_str();
+}
+
 const char *producer_transactional_id(const struct producer *p, char *buf, size_t size)
 {
         if (rd_kafka_conf_get(rd_kafka_conf(p->txn), "transactional.id", buf, &size) != RD_KAFKA_CONF_OK)

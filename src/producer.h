@@ -381,6 +381,9 @@ bool producer_fenced(const struct producer_error *e);
  */
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 
+/* producer_library_version() - the version of the librdkafka the relay runs with, e.g. "2.0.2". Static. */
+const char *producer_library_version(void);
+
 /*
  * producer_transactional_id() - the transactional.id whose transaction is
  * open or comes next, in @buf (@size bytes, "?" if unknown). Returns @buf.

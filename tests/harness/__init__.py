@@ -40,7 +40,7 @@ from .outbox import (CE_HEADERS, RFC3339_US, Commit, arrive_and_confirm, by_id,
 from .procs import WaitTimeout, free_port, wait_until
 from .relay import (EXIT_ENV, EXIT_OK, EXIT_RUNTIME, EXIT_UNPUBLISHABLE, EXIT_USAGE,
                     RelayProcess, RelayStopTimeout, error_lines, log_lines, read_file, relay_bin,
-                    run_relay, the_error, write_file)
+                    run_relay, relay_librdkafka, the_error, write_file)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA_SQL = os.path.join(TOP, "sql", "outbox.sql")
@@ -111,7 +111,7 @@ __all__ = [
     "TlsKafkaBroker", "SCRAM_KAFKA_VERSION", "CertificateAuthority", "RelayProcess",
     "RelayStopTimeout",
     "Record", "TopicReader", "consume", "ensure_jars", "parse_lsn", "format_lsn",
-    "free_port", "wait_until", "WaitTimeout", "relay_bin", "run_relay", "make_tempdir",
+    "free_port", "wait_until", "WaitTimeout", "relay_bin", "run_relay", "relay_librdkafka", "make_tempdir",
     "SCHEMA_SQL",
     "plugin_settings", "restricts_output_plugins", "server_version",
     "EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "EXIT_ENV", "EXIT_UNPUBLISHABLE", "procs",

@@ -8,6 +8,7 @@ source tree.
 """
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -58,6 +59,15 @@ def run_relay(args, timeout=60, env=None):
         raise TimeoutError("relay %s still running after %s s; output:\n%s"
                            % (args, timeout, (e.output or b"").decode("utf-8", "replace")))
     return cp.returncode, cp.stdout.decode("utf-8", "replace")
+
+
+def relay_librdkafka():
+    """The version of the librdkafka the relay under test runs with (its
+    --version), as (major, minor, patch)."""
+    rc, out = run_relay(["--version"], timeout=10)
+    m = re.search(r"^librdkafka (\d+)\.(\d+)\.(\d+)", out, re.M)
+    assert rc == 0 and m, out
+    return tuple(int(g) for g in m.groups())
 
 
 def sanitized(path=None):

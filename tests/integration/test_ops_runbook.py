@@ -213,7 +213,7 @@ def test_relay_failover_drill(case):
     active = case.relay("--http", "127.0.0.1:%d" % p1)
     wait_http(p1, "/readyz", 200, 30, "ready")
     # the start says what runs and from where: version, settings, slot, brokers, HTTP; slot position
-    version = run_relay(["--version"])[1].split()[-1]
+    version = run_relay(["--version"])[1].splitlines()[0].split()[-1]
     assert re.search(r"info: outbox-relay %s starting \(pid \d+\): settings from the command line, "
                       r"\d+ OUTBOX_RELAY_\* environment variables?; slot \"%s\", brokers \"%s\", "
                       r"HTTP on 127.0.0.1:%d" % (re.escape(version), case.slot,
