@@ -203,7 +203,8 @@ static const struct opt_def opt_defs[] = {
         {"kafka-transaction-bytes", 0, OPT_INT, OFF(txn_max_bytes), "67108864", 1024, INT64_C(1) << 32,
          "BYTES", "--exactly-once: bytes of records in one Kafka transaction, at most", 0, NULL},
         {"kafka-commit-interval", 0, OPT_SECONDS, OFF(txn_max_ms), "0.02", 0, 60000, "SECONDS",
-         "--exactly-once: commit a Kafka transaction at most this long after it began, at a commit", 0,
+         "--exactly-once: commit a Kafka transaction at most this long after it began, at a commit "
+         "(0.005 with two transactional producers unless given)", 0,
          "Sooner when Kafka has acknowledged every record in it and no row is waiting to be read "
          "(unless --kafka-commit-fixed-interval). While draining a backlog, as long as the backlog's "
          "lag (at most 1 s), or until no commit has been read for this long."},
@@ -212,13 +213,15 @@ static const struct opt_def opt_defs[] = {
          "Fewer, larger Kafka transactions on a quiet stream, each row visible later. While draining "
          "a backlog a transaction still ends once no commit has been read for --kafka-commit-interval, "
          "as without this flag."},
-        {"kafka-transactional-producers", 0, OPT_INT, OFF(txn_producers), "1", 1, 2, "N",
-         "--exactly-once: producers taking Kafka transactions in turn (2: transactional.id ID and ID.1)",
-         0,
+        {"kafka-transactional-producers", 0, OPT_CHOICE, OFF(txn_producers), "auto", 0, 0, "auto|1|2",
+         "--exactly-once: producers taking Kafka transactions in turn (2: transactional.id ID and ID.1; "
+         "auto: 2 with librdkafka 2.4 or later)", 0,
          "With 2 the next Kafka transaction begins while the coordinator still finishes the last one "
          "(it refuses the same id's next AddPartitionsToTxn until then, and librdkafka retries only "
-         "after 20 ms). With --kafka-commit-interval=0.005 it lowers the latency of a live stream, at "
-         "a cost in CPU and backlog throughput. See outbox-relay(7), EXACTLY-ONCE INTO KAFKA."},
+         "after 20 ms): a live stream's records arrive sooner. Before librdkafka 2.4 each producer "
+         "costs CPU even when idle, so auto takes one there. With auto, ID.1 refused by the broker's "
+         "ACLs leaves one producer, with a warning. Either way the relay fences ID.1 at start. See "
+         "outbox-relay(7), EXACTLY-ONCE INTO KAFKA."},
         {"checkpoint-topic", 0, OPT_TOPIC, OFF(checkpoint_topic), "outbox-relay.checkpoints", 0, 0,
          "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0,
          "Created with one partition if missing. See outbox-relay(7), WHAT THE RELAY KEEPS "
@@ -1600,6 +1603,7 @@ int config_parse(int argc, char **argv, struct relay_config *ret_conf, char *err
                 goto fail;
         if (!conf.key_column)
                 conf.key_column = conf.id_column;
+        conf.txn_max_given = p.given[find_opt("kafka-commit-interval") - opt_defs];
         conf.dead_letter = strcmp(conf.on_error, "dead-letter") == 0;
         conf.null_tombstone = strcmp(conf.null_payload, "tombstone") == 0;
         conf.commit_timestamp = strcmp(conf.record_timestamp, "commit") == 0;

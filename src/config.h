@@ -89,8 +89,9 @@ struct relay_config {
         int64_t txn_max_messages;      /* --kafka-transaction-messages */
         int64_t txn_max_bytes;         /* --kafka-transaction-bytes */
         int64_t txn_max_ms;            /* --kafka-commit-interval, given in seconds */
+        bool txn_max_given;            /* --kafka-commit-interval set by a source, not by its default */
         bool txn_fixed_time;           /* --kafka-commit-fixed-interval */
-        int64_t txn_producers;         /* --kafka-transactional-producers: 1 or 2 */
+        const char *txn_producers;     /* --kafka-transactional-producers: "auto", "1" or "2" */
         const char *checkpoint_topic;  /* --checkpoint-topic */
         uint64_t accept_slot_position; /* --accept-slot-position: LSN, or LSN_INVALID */
         bool accept_config_change;     /* --accept-config-change */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -55,6 +56,14 @@ struct producer {
         rd_kafka_t *twin;
         rd_kafka_queue_t *twinq;
         rd_kafka_t *txn;
+        /*
+         * What twin is for: false, the pair; true, only to fence "<id>.1" in
+         * producer_init_transactions() (one producer: an older relay of the
+         * id may have had the pair), destroyed there.
+         */
+        bool twin_fences_only;
+        bool pair_optional;      /* producer_options.transactional_pair_optional */
+        bool second_refused;     /* producer_second_id_refused() */
         int pipefd[2];
         producer_dr_fn *dr;
         producer_event_fn *on_event;
@@ -645,7 +654,9 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         p->mainq = rd_kafka_queue_get_main(p->rk);
         rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
         p->txn = p->rk;
-        if (opts->transactional_id && opts->transactional_pair) {
+        if (opts->transactional_id) {
+                p->twin_fences_only = !opts->transactional_pair;
+                p->pair_optional = opts->transactional_pair_optional;
                 r = make_twin(opts, p, err, errlen);
                 if (r < 0)
                         goto fail;
@@ -820,6 +831,12 @@ int producer_brokers_up(const struct producer *p)
  * in 2.6.1). Debian 12 ships librdkafka 2.0.2.
  */
 #define SCRAM_FIXED_VERSION 0x020601ff
+/*
+ * librdkafka 2.4.0: an idle producer's main thread no longer spins reading
+ * the clock before each timer (its pull request 4671); before it, each
+ * producer of the pair costs CPU of its own.
+ */
+#define PAIR_CHEAP_VERSION 0x020400ff
 
 /* The value of librdkafka property @name of @p, "" when unset. */
 static const char *conf_value(struct producer *p, const char *name, char *buf, size_t size)
@@ -1299,24 +1316,93 @@ bool producer_fenced(const struct producer_error *e)
                e->code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
 }
 
+/* Destroy the second producer: from now on the first takes every transaction. */
+static void drop_twin(struct producer *p)
+{
+        destroy_rk(p->twin, p->twinq);
+        p->twin = NULL;
+        p->twinq = NULL;
+        p->txn = p->rk;
+}
+
+/* The second id's init_transactions(), on a thread of its own beside the first's. */
+struct twin_init {
+        rd_kafka_t *rk;
+        int timeout_ms;
+        rd_kafka_error_t *error;
+};
+
+static void *twin_init_run(void *arg)
+{
+        struct twin_init *t = arg;
+
+        t->error = rd_kafka_init_transactions(t->rk, t->timeout_ms);
+        return NULL;
+}
+
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error)
 {
-        /* Both ids, before any transaction: each fences the older producers of its own. */
+        /*
+         * Both ids, before any transaction: each fences the older producers
+         * of its own. At once: each waits for its coordinator and
+         * InitProducerId, often a second or more at a start, so one after the
+         * other the second would delay every session's first row as much again.
+         * Different librdkafka instances: nothing shared between the threads.
+         */
+        struct twin_init twin = {p->twin, timeout_ms, NULL};
+        pthread_t thread;
+        bool threaded = p->twin && pthread_create(&thread, NULL, twin_init_run, &twin) == 0;
         int r = txn_result(rd_kafka_init_transactions(p->rk, timeout_ms), ret_error);
 
+        if (p->twin && !threaded)
+                twin_init_run(&twin);
+        else if (threaded)
+                pthread_join(thread, NULL);
         p->txn = p->rk;
-        if (r == 0 && p->twin) {
-                p->txn = p->twin;
-                r = txn_result(rd_kafka_init_transactions(p->twin, timeout_ms), ret_error);
-                if (r == 0)
-                        p->txn = p->rk;
+        p->second_refused = false;
+        if (r < 0 || !p->twin) {
+                if (twin.error)
+                        rd_kafka_error_destroy(twin.error);
+                return r;
         }
+        p->txn = p->twin;
+        r = txn_result(twin.error, ret_error);
+        if (r < 0 && ret_error->code == RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED &&
+            (p->twin_fences_only || p->pair_optional)) {
+                /*
+                 * The broker does not let these credentials use "<id>.1", so
+                 * no producer of theirs holds it: nothing to fence, and the
+                 * first producer takes the transactions alone.
+                 */
+                p->second_refused = true;
+                drop_twin(p);
+                return 0;
+        }
+        if (r == 0 && p->twin_fences_only)
+                drop_twin(p);
+        else if (r == 0)
+                p->txn = p->rk;
         return r;
+}
+
+bool producer_pair_cheap(void)
+{
+        return rd_kafka_version() >= PAIR_CHEAP_VERSION;
 }
 
 const char *producer_library_version(void)
 {
         return rd_kafka_version_str();
+}
+
+bool producer_paired(const struct producer *p)
+{
+        return p->twin != NULL;
+}
+
+bool producer_second_id_refused(const struct producer *p)
+{
+        return p->second_refused;
 }
 
 const char *producer_transactional_id(const struct producer *p, char *buf, size_t size)

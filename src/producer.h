@@ -148,9 +148,16 @@ struct producer_options {
         /*
          * With transactional_id: two librdkafka producers, transactional.id
          * <id> and <id>.1, that take Kafka transactions in turn
-         * (producer_commit_transaction()).
+         * (producer_commit_transaction()). Without it the second is made
+         * anyway, only to fence <id>.1 in producer_init_transactions().
          */
         bool transactional_pair;
+        /*
+         * With transactional_pair: a second id the broker refuses to these
+         * credentials (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) leaves one
+         * producer instead of failing producer_init_transactions().
+         */
+        bool transactional_pair_optional;
         /*
          * Topics whose max.message.bytes is known. The broker refuses a
          * whole record batch larger than its topic's limit, and librdkafka
@@ -374,15 +381,47 @@ int64_t producer_transaction_timeout_ms(const struct producer *p);
 bool producer_fenced(const struct producer_error *e);
 
 /*
- * producer_init_transactions() - register the transactional id (both, with
- * transactional_pair, the first one's transaction next), fence older
- * epochs; blocks up to @timeout_ms for each id. After a failure
+ * producer_init_transactions() - register the transactional id and "<id>.1"
+ * (Kafka's InitProducerId), which fences the older producers of each and
+ * aborts their open transactions, both at once (the second on a thread of
+ * its own, joined before it returns); blocks up to @timeout_ms.
+ * With transactional_pair both then take transactions in turn, the first
+ * id's next; without it "<id>.1" is only fenced (a relay of the same id
+ * may have run with the pair) and its producer destroyed. "<id>.1" refused
+ * with TRANSACTIONAL_ID_AUTHORIZATION_FAILED is passed over without the
+ * pair, and with transactional_pair_optional (producer_second_id_refused()
+ * then says so): no producer of these credentials can hold it. Returns 0;
+ * -EPERM, librdkafka's fatal error (fenced; an id these credentials may not
+ * use); -EAGAIN, a retriable one (timeout, coordinator not available);
+ * -ECANCELED or -EIO, any other: the error in @ret_error, and
  * producer_transactional_id() names the id that failed.
  */
 int producer_init_transactions(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 
+/*
+ * producer_pair_cheap() - whether the librdkafka the relay runs with (2.4.0
+ * and later) makes the pair of transactional producers cost no more CPU
+ * than one: --kafka-transactional-producers=auto takes the pair then.
+ */
+bool producer_pair_cheap(void);
+
 /* producer_library_version() - the version of the librdkafka the relay runs with, e.g. "2.0.2". Static. */
 const char *producer_library_version(void);
+
+/*
+ * producer_paired() - whether two producers take the Kafka transactions in
+ * turn: asked for (transactional_pair) and, once producer_init_transactions()
+ * succeeded, not refused.
+ */
+bool producer_paired(const struct producer *p);
+
+/*
+ * producer_second_id_refused() - whether the last producer_init_transactions()
+ * passed over "<id>.1" because the broker refused it to these credentials:
+ * it fenced nothing there, and a pair (transactional_pair_optional) was
+ * given up.
+ */
+bool producer_second_id_refused(const struct producer *p);
 
 /*
  * producer_transactional_id() - the transactional.id whose transaction is

@@ -624,8 +624,25 @@ static int eos_session(struct relay *r)
         }
         if (relay_eos_init(r) < 0)
                 return -EIO;
-        log_info("exactly-once: Kafka transactions as \"%s\"; older producers of that id are fenced",
-                 r->eos.tid);
+        if (producer_paired(r->prod))
+                log_info("exactly-once: Kafka transactions as \"%s\" and \"%s.1\" in turn (librdkafka %s), "
+                         "commit interval %" PRId64 " ms; older producers of that id are fenced", r->eos.tid,
+                         r->eos.tid, producer_library_version(), r->eos.interval_ms);
+        else if (!producer_second_id_refused(r->prod))
+                log_info("exactly-once: Kafka transactions as \"%s\" (librdkafka %s), commit interval %" PRId64
+                         " ms; older producers of that id are fenced, and of \"%s.1\"", r->eos.tid,
+                         producer_library_version(), r->eos.interval_ms, r->eos.tid);
+        else
+                log_info("exactly-once: Kafka transactions as \"%s\" (librdkafka %s), commit interval %" PRId64
+                         " ms; older producers of that id are fenced (the broker refuses \"%s.1\" to the "
+                         "relay's credentials, so none of their producers holds it)", r->eos.tid,
+                         producer_library_version(), r->eos.interval_ms, r->eos.tid);
+        if (r->prod_opts.transactional_pair && producer_second_id_refused(r->prod))
+                log_warning("exactly-once: the broker refuses transactional.id \"%s.1\" to the relay, so one "
+                            "producer takes every Kafka transaction, and records arrive later than with two "
+                            "(--kafka-transactional-producers=auto); fix: grant WRITE and DESCRIBE on a "
+                            "PREFIXED TransactionalId ACL \"%s\", or set --kafka-transactional-producers=1",
+                            r->eos.tid, r->eos.tid);
         return 0;
 }
 
@@ -1145,7 +1162,8 @@ static int start(struct relay *r)
                 /* The transactional producer needs the system identifier for its id. */
                 relay_eos_transactional_id(r, r->eos.tid, sizeof(r->eos.tid));
                 r->prod_opts.transactional_id = r->eos.tid;
-                r->prod_opts.transactional_pair = conf->txn_producers == 2;
+                r->prod_opts.transactional_pair = relay_eos_wants_pair(conf);
+                r->prod_opts.transactional_pair_optional = strcmp(conf->txn_producers, "auto") == 0;
                 r->prod = producer_free(r->prod);
                 ret = new_producer(r, err, sizeof(err));
                 if (ret < 0) {

@@ -65,6 +65,12 @@ bool relay_eos_on(const struct relay *r)
         return r->conf->exactly_once;
 }
 
+bool relay_eos_wants_pair(const struct relay_config *conf)
+{
+        return strcmp(conf->txn_producers, "2") == 0 ||
+               (strcmp(conf->txn_producers, "auto") == 0 && producer_pair_cheap());
+}
+
 void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size)
 {
         if (r->conf->transactional_id)
@@ -90,23 +96,34 @@ int relay_eos_init(struct relay *r)
         r->eos.nknown = 0;
         r->eos.pending = 0;
         r->eos.timeout_ms = producer_transaction_timeout_ms(r->prod);
-        r->eos.bound_ms = r->conf->txn_max_ms < r->eos.timeout_ms / 2 ? r->conf->txn_max_ms :
+        /* Until producer_init_transactions() says whether the pair stands: */
+        r->eos.interval_ms = r->conf->txn_max_ms;
+        r->eos.bound_ms = r->eos.interval_ms < r->eos.timeout_ms / 2 ? r->eos.interval_ms :
                           r->eos.timeout_ms / 2;
         r->eos.failed = false;
         r->eos.ending = RELAY_EOS_END_NONE;
         r->held_back = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
-        if (ret == 0)
+        if (ret == 0) {
+                if (!r->conf->txn_max_given && producer_paired(r->prod))
+                        r->eos.interval_ms = RELAY_EOS_PAIR_INTERVAL_MS;
+                r->eos.bound_ms = r->eos.interval_ms < r->eos.timeout_ms / 2 ? r->eos.interval_ms :
+                                  r->eos.timeout_ms / 2;
                 return 0;
+        }
+        producer_transactional_id(r->prod, tid, sizeof(tid));
         relay_fail(r, ret == -EAGAIN ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT,
                    "cannot start Kafka transactions (init_transactions for transactional.id \"%s\"): %s "
-                   "(%s)%s%s", producer_transactional_id(r->prod, tid, sizeof(tid)), e.text, e.name,
+                   "(%s)%s%s", tid, e.text, e.name,
                    ret == -EAGAIN ? "" :
                    "; --exactly-once needs brokers with transactions (Kafka 0.11+, a transaction state "
                    "log that can be written) and, with ACLs, WRITE and DESCRIBE on the TransactionalId",
-                   ret == -EAGAIN || r->conf->txn_producers < 2 ? "" :
+                   ret == -EAGAIN ? "" :
+                   relay_eos_wants_pair(r->conf) ?
                    " (both ids, the second with \".1\": a PREFIXED ACL on the first serves both; "
-                   "or --kafka-transactional-producers=1)");
+                   "or --kafka-transactional-producers=1)" :
+                   strcmp(tid, r->eos.tid) != 0 ?
+                   " (the relay fences the id with \".1\" too, which a relay with two producers used)" : "");
         return -EIO;
 }
 
@@ -937,14 +954,14 @@ int relay_eos_after_transaction(struct relay *r, uint64_t end_lsn)
                 return 0;
         lag_us = r->txn.commit_time_us ? r->fb.send_time_us + REPLMSG_PG_EPOCH_OFFSET_S * INT64_C(1000000) -
                                          r->txn.commit_time_us : 0;
-        bound = relay_eos_time_bound_ms(r->conf->txn_max_ms, lag_us);
+        bound = relay_eos_time_bound_ms(x->interval_ms, lag_us);
         /* Never as long as the coordinator's limit: it aborts what is open longer. */
         if (bound > x->timeout_ms / 2)
                 bound = x->timeout_ms / 2;
         /* Logged as the stream falls behind or catches up, not as the lag moves by a millisecond. */
-        if ((bound > r->conf->txn_max_ms) != (x->bound_ms > r->conf->txn_max_ms))
+        if ((bound > x->interval_ms) != (x->bound_ms > x->interval_ms))
                 log_debug("%s a backlog (a commit sent %" PRId64 " ms after it happened): Kafka "
-                          "transactions of up to %" PRId64 " ms", bound > r->conf->txn_max_ms ?
+                          "transactions of up to %" PRId64 " ms", bound > x->interval_ms ?
                           "draining" : "done with", lag_us / 1000, bound);
         x->bound_ms = bound;
         x->last_commit_read_ms = relay_mono_ms();
@@ -973,7 +990,7 @@ static int64_t idle_commit_at_ms(const struct relay *r)
 
         if (ledger_in_transaction(r->ledger))
                 return split_at_ms(r);
-        if (x->pending == 0 && x->bound_ms <= r->conf->txn_max_ms && !r->conf->txn_fixed_time)
+        if (x->pending == 0 && x->bound_ms <= x->interval_ms && !r->conf->txn_fixed_time)
                 return x->opened_ms;
         /*
          * Draining a backlog: no PostgreSQL commit read for a whole
@@ -981,9 +998,9 @@ static int64_t idle_commit_at_ms(const struct relay *r)
          * walsender is busy with other tables): the rows in wait no longer
          * for the longer bound.
          */
-        if (x->bound_ms > r->conf->txn_max_ms &&
-            x->last_commit_read_ms + r->conf->txn_max_ms < x->opened_ms + x->bound_ms)
-                return x->last_commit_read_ms + r->conf->txn_max_ms;
+        if (x->bound_ms > x->interval_ms &&
+            x->last_commit_read_ms + x->interval_ms < x->opened_ms + x->bound_ms)
+                return x->last_commit_read_ms + x->interval_ms;
         return x->opened_ms + x->bound_ms;
 }
 
@@ -999,7 +1016,7 @@ int relay_eos_idle(struct relay *r)
                 return 0;
         if (ledger_in_transaction(r->ledger))
                 return split(r);
-        if (x->bound_ms > r->conf->txn_max_ms && relay_mono_ms() < x->opened_ms + x->bound_ms)
+        if (x->bound_ms > x->interval_ms && relay_mono_ms() < x->opened_ms + x->bound_ms)
                 log_debug("the stream went quiet while draining a backlog: committing the Kafka "
                           "transaction after %" PRId64 " ms, not %" PRId64, relay_mono_ms() - x->opened_ms,
                           x->bound_ms);

@@ -23,6 +23,15 @@
 #include "producer.h"
 #include "record.h"
 
+struct relay_config;
+
+/*
+ * The commit interval of two producers in turn (unless --kafka-commit-interval
+ * is given), ms: with the pair a commit no longer waits for the last one's
+ * markers (librdkafka's 20 ms retry), so a shorter interval lowers the
+ * latency at no more CPU than one producer at 20 ms (outbox-relay(7)).
+ */
+#define RELAY_EOS_PAIR_INTERVAL_MS 5
 struct relay;
 
 /* A row whose record the broker refused inside an aborted Kafka transaction (--exactly-once). */
@@ -60,7 +69,12 @@ struct relay_eos {
         uint64_t resume_rows;         /* and how many of its rows are in */
         uint64_t resume_left;         /* rows of the current transaction still to skip */
         int64_t last_idle_ms;         /* the last checkpoint-only transaction */
-        int64_t bound_ms;             /* the time bound now: --kafka-commit-interval, longer in a backlog */
+        /*
+         * --kafka-commit-interval, ms; when not given, RELAY_EOS_PAIR_INTERVAL_MS
+         * with two producers taking the transactions in turn
+         */
+        int64_t interval_ms;
+        int64_t bound_ms;             /* the time bound now: interval_ms, longer in a backlog */
         int64_t last_commit_read_ms;  /* monotonic: the last PostgreSQL commit read */
         /*
          * Finding a topic the transaction coordinator refuses: a transaction
@@ -103,6 +117,13 @@ struct relay_eos {
 
 /* relay_eos_on() - true with --exactly-once. */
 bool relay_eos_on(const struct relay *r);
+
+/*
+ * relay_eos_wants_pair() - whether @conf asks for two transactional
+ * producers: --kafka-transactional-producers=2, or auto with a librdkafka
+ * where the pair costs no more CPU than one (producer_pair_cheap()).
+ */
+bool relay_eos_wants_pair(const struct relay_config *conf);
 
 /* relay_eos_transactional_id() - --transactional-id, or outbox-relay/<system>/<database>/<slot>. */
 void relay_eos_transactional_id(const struct relay *r, char *buf, size_t size);

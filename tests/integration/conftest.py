@@ -141,7 +141,8 @@ class Case:
                 continue
             tids.update(re.findall(r'exactly-once: Kafka transactions as "([^"]+)"',
                                    harness.procs.tail(r.log_path, 1 << 28)))
-        for tid in sorted(tids):
+        # the id with ".1" as well: the second of a pair (--kafka-transactional-producers)
+        for tid in sorted(tids | {t + ".1" for t in tids}):
             try:
                 from confluent_kafka import Producer
                 Producer({"bootstrap.servers": self.kafka.bootstrap,

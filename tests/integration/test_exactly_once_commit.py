@@ -12,9 +12,10 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 from harness import (EXIT_UNPUBLISHABLE, KafkaBroker, TopicReader, format_lsn, insert_rows, parse_lsn,
-                     wait_confirmed, wait_until)
+                     relay_librdkafka, wait_confirmed, wait_until)
 from harness.faults import BROKER_START_S, collector, observe, say, start_relay, verify_exactly_once
 from rows_helpers import assert_not_confirmed_past, wait_exit
 
@@ -236,9 +237,9 @@ def test_kafka_transactions_alternate_between_two_producers(case):
     next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS until then
     and retried by librdkafka only 20 ms later. Each row is its own Kafka
     transaction here. Records keep their commit order in every partition,
-    each is read once with read_committed, and a restart with the default
-    (one producer) continues from the newest checkpoint, whichever producer
-    wrote it, every transaction then the one id's."""
+    each is read once with read_committed, and a restart with one producer
+    continues from the newest checkpoint, whichever producer wrote it, every
+    transaction then the one id's."""
     tid = "alternate-" + case.prefix
     coll = collector(case, isolation="read_committed")
     reader = committed_reader(case)
@@ -255,7 +256,8 @@ def test_kafka_transactions_alternate_between_two_producers(case):
     assert len(first) >= 8, relay.log[-3000:]
     assert set(first) == {tid, tid + ".1"}, first
     assert all(a != b for a, b in zip(first, first[1:])), first
-    relay = start_relay(case, *EOS, "--log-level=debug", "--transactional-id", tid, create_slot=False)
+    relay = start_relay(case, *EOS, "--log-level=debug", "--transactional-id", tid,
+                        "--kafka-transactional-producers=1", create_slot=False)
     for i in range(8, 11):
         rows += insert_rows(conn, [{"work_id": "alt-%d" % i, "kind": "fault", "payload": {"n": i}}]).work_ids
         wait_until(lambda: set(rows) <= coll.ids(), 60, what="row alt-%d" % i, tick=coll.poll)
@@ -269,3 +271,68 @@ def test_kafka_transactions_alternate_between_two_producers(case):
         ns = [int(r.header("ce_id").split("-")[1]) for r in sorted(reader.records, key=lambda r: r.offset)
               if r.partition == p]
         assert ns == sorted(ns), (p, ns)
+
+
+def test_one_producer_fences_the_second_id_too(case):
+    """A relay with one transactional producer fences "<id>.1" too when it
+    starts. An older relay of the slot may have run with two (the default
+    with librdkafka 2.4 and later), and, frozen between its Kafka
+    transactions, it would commit its next one with "<id>.1" after the new
+    relay sent the same rows again: duplicates for a read_committed reader.
+    Here a producer of "<id>.1" holds a Kafka transaction open with a record
+    in it while the relay starts: afterwards its commit is refused, and a
+    read_committed reader never sees the record."""
+    tid = "fence-second-" + case.prefix
+    topic = case.prefix + "-zombie"  # not one of the relay's: its records have no work ID
+    case.kafka.create_topic(topic, partitions=1)
+    coll = collector(case, isolation="read_committed")
+    zombie = Producer({"bootstrap.servers": case.kafka.bootstrap, "transactional.id": tid + ".1",
+                       "transaction.timeout.ms": 600000})
+    zombie.init_transactions(60)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=b"zombie-1", value=b"{}")
+    assert zombie.flush(60) == 0
+    reader = committed_reader(case, [topic])
+    relay = start_relay(case, *EOS, "--transactional-id", tid, "--kafka-transactional-producers=1")
+    assert 'older producers of that id are fenced, and of "%s.1"' % tid in relay.log, relay.log
+    with pytest.raises(KafkaException) as e:
+        zombie.commit_transaction(60)
+    assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort(), e.value
+    conn = case.connect(autocommit=False)
+    rows = insert_rows(conn, [{"work_id": "after-fence", "kind": "fault", "payload": {}}]).work_ids
+    conn.close()
+    verify_exactly_once(case, coll, rows, "eos_fence_second", relays=[relay])
+    assert not reader.read_until(lambda recs: recs, 5), reader.records
+    assert relay.stop() == 0, relay.log
+
+
+def test_producers_auto(case):
+    """The default, --kafka-transactional-producers=auto, takes two
+    producers with librdkafka 2.4 and later (an idle producer of older ones
+    spins its main thread: see outbox-relay(7), SIZING) and one before, and
+    the commit interval, unless given, is 5 ms with two and 20 ms with one;
+    the start says which, with the version."""
+    version = relay_librdkafka()
+    tid = "auto-" + case.prefix
+    coll = collector(case, isolation="read_committed")
+    relay = start_relay(case, *EOS, "--transactional-id", tid)
+    v = ".".join(map(str, version))
+    if version >= (2, 4, 0):
+        line = 'Kafka transactions as "%s" and "%s.1" in turn (librdkafka %s), commit interval 5 ms' % (
+            tid, tid, v)
+    else:
+        line = 'Kafka transactions as "%s" (librdkafka %s), commit interval 20 ms' % (tid, v)
+    assert line in relay.log, relay.log
+    relay.stop()
+    # an interval given is kept with either
+    relay = start_relay(case, *EOS, "--transactional-id", tid, "--kafka-commit-interval=0.012",
+                        create_slot=False)
+    assert "), commit interval 12 ms; older producers" in relay.log, relay.log
+    conn = case.connect(autocommit=False)
+    rows = []
+    for i in range(4):  # a Kafka transaction each, so both producers of a pair take one
+        rows += insert_rows(conn, [{"work_id": "auto-%d" % i, "kind": "fault", "payload": {}}]).work_ids
+        wait_until(lambda: set(rows) <= coll.ids(), 60, what="row auto-%d" % i, tick=coll.poll)
+    conn.close()
+    verify_exactly_once(case, coll, rows, "eos_auto", relays=[relay])
+    assert relay.stop() == 0, relay.log

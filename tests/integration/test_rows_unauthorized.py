@@ -26,8 +26,8 @@ import time
 import pytest
 from harness import (CE_HEADERS, EXIT_ENV, EXIT_OK, EXIT_UNPUBLISHABLE, SaslKafkaBroker, TopicReader,
                      by_id, error_lines, format_lsn, free_port, has_ids, insert_rows, log_lines,
-                     make_tempdir, parse_lsn, read_while_alive, simple_rows, wait_confirmed,
-                     wait_until)
+                     make_tempdir, parse_lsn, read_while_alive, relay_librdkafka, simple_rows,
+                     wait_confirmed, wait_until)
 from harness.http import wait_metric
 from rows_helpers import (REMEDY_DLQ, REMEDY_SKIP, assert_not_confirmed_past, stops_unpublishable,
                           wait_exit)
@@ -183,6 +183,13 @@ def test_unauthorized_topic_exactly_once(case, sasl_kafka, log_level):
     conn = case.connect(autocommit=False)
     first = insert_rows(conn, rows("first", 2))
     assert reader.read_until(has_ids(first.work_ids), 60), case.logs()
+    # The grant is the id alone, not "<id>.1": the relay passes over fencing it, and where
+    # --kafka-transactional-producers=auto would take the pair it goes on with one, saying so.
+    refused = 'the broker refuses transactional.id "%s.1" to the relay' % tid
+    assert (refused in relay.log) == (relay_librdkafka() >= (2, 4, 0)), relay.log
+    assert 'Kafka transactions as "%s" (librdkafka' % tid in relay.log, relay.log
+    assert 'fenced (the broker refuses "%s.1" to the relay' % tid in relay.log, relay.log
+    assert "commit interval 20 ms" in relay.log, relay.log
 
     bad = insert_rows(conn, rows("same-txn", 1) + [
         {"work_id": "denied-1", "kind": "forbidden", "payload": {"n": 1}}]
