@@ -654,7 +654,7 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         p->mainq = rd_kafka_queue_get_main(p->rk);
         rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
         p->txn = p->rk;
-        if (opts->transactional_id) {
+        if (opts->transactional_id && (opts->transactional_pair || opts->transactional_fence_second)) {
                 p->twin_fences_only = !opts->transactional_pair;
                 p->pair_optional = opts->transactional_pair_optional;
                 r = make_twin(opts, p, err, errlen);

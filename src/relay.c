@@ -1164,6 +1164,7 @@ static int start(struct relay *r)
                 r->prod_opts.transactional_id = r->eos.tid;
                 r->prod_opts.transactional_pair = relay_eos_wants_pair(conf);
                 r->prod_opts.transactional_pair_optional = strcmp(conf->txn_producers, "auto") == 0;
+                r->prod_opts.transactional_fence_second = true;
                 r->prod = producer_free(r->prod);
                 ret = new_producer(r, err, sizeof(err));
                 if (ret < 0) {
