@@ -196,7 +196,8 @@ static const struct opt_def opt_defs[] = {
          "--exactly-once: the producer's transactional.id (default: from system, database and slot)",
          0,
          "The default is outbox-relay/<system identifier>/<database>/<slot>; -X "
-         "transactional.id is refused."},
+         "transactional.id is refused. The relay also uses ID.1 (see "
+         "--kafka-transactional-producers): give no other relay that id."},
         {"kafka-transaction-messages", 0, OPT_INT, OFF(txn_max_messages), "100000", 1, 1000000, "N",
          "--exactly-once: records in one Kafka transaction, at most (a larger PostgreSQL one is split)",
          0, NULL},
@@ -219,8 +220,8 @@ static const struct opt_def opt_defs[] = {
          "With 2 the next Kafka transaction begins while the coordinator still finishes the last one "
          "(it refuses the same id's next AddPartitionsToTxn until then, and librdkafka retries only "
          "after 20 ms): a live stream's records arrive sooner. Before librdkafka 2.4 each producer "
-         "costs CPU even when idle, so auto takes one there. With auto, ID.1 refused by the broker's "
-         "ACLs leaves one producer, with a warning. Either way the relay fences ID.1 at start. See "
+         "costs CPU even when idle, so auto takes one there. Where auto takes two, ID.1 refused by the "
+         "broker's ACLs leaves one producer, with a warning. Either way the relay fences ID.1 at start. See "
          "outbox-relay(7), EXACTLY-ONCE INTO KAFKA."},
         {"checkpoint-topic", 0, OPT_TOPIC, OFF(checkpoint_topic), "outbox-relay.checkpoints", 0, 0,
          "TOPIC", "compacted topic of the relay's checkpoint records (created if missing)", 0,

@@ -395,6 +395,21 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
                 log_debug("kafka %s: %s", fac, buf);
 }
 
+/*
+ * The lines of a second producer the broker may refuse (only fencing
+ * "<id>.1", or a pair under auto): a refusal there is expected, and the
+ * relay says it once from the error's code (producer_second_id_refused()),
+ * so librdkafka's FATAL and TXNERR lines about the authorization are debug
+ * output rather than two alarms at every session.
+ */
+static void second_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+        if (strcasestr(buf, "authorization"))
+                log_debug("kafka %s: %s", fac, buf);
+        else
+                log_cb(rk, level, fac, buf);
+}
+
 static int set(rd_kafka_conf_t *kc, const char *name, const char *value, char *err, size_t errlen)
 {
         char kerr[512];
@@ -586,6 +601,8 @@ static int make_twin(const struct producer_options *opts, struct producer *p, ch
         r = make_conf(&o, p, &kc, err, errlen);
         if (r < 0)
                 return r;
+        if (!opts->transactional_pair || opts->transactional_pair_optional)
+                rd_kafka_conf_set_log_cb(kc, second_log_cb);
         if (fit_all_batches(p, kc, err, errlen) < 0) {
                 rd_kafka_conf_destroy(kc);
                 return -EINVAL;
@@ -654,7 +671,7 @@ int producer_new(const struct producer_options *opts, producer_dr_fn *dr, produc
         p->mainq = rd_kafka_queue_get_main(p->rk);
         rd_kafka_queue_io_event_enable(p->mainq, p->pipefd[1], "1", 1);
         p->txn = p->rk;
-        if (opts->transactional_id && (opts->transactional_pair || opts->transactional_fence_second)) {
+        if (opts->transactional_id && opts->transactional_second) {
                 p->twin_fences_only = !opts->transactional_pair;
                 p->pair_optional = opts->transactional_pair_optional;
                 r = make_twin(opts, p, err, errlen);

@@ -146,17 +146,14 @@ struct producer_options {
         bool statistics;                  /* statistics.interval.ms=5000 unless a property sets it */
         const char *transactional_id;     /* NULL: idempotent only; else a transactional producer */
         /*
-         * With transactional_id: two librdkafka producers, transactional.id
-         * <id> and <id>.1, that take Kafka transactions in turn
-         * (producer_commit_transaction()).
+         * With transactional_id: a second librdkafka producer,
+         * transactional.id <id>.1, for producer_init_transactions() to fence
+         * (the relay's id, which an older relay may have used as a pair; not
+         * a probe's), and with transactional_pair to take Kafka transactions
+         * in turn with the first (producer_commit_transaction()).
          */
+        bool transactional_second;
         bool transactional_pair;
-        /*
-         * Without transactional_pair: make the second anyway, only to fence
-         * <id>.1 in producer_init_transactions() (the relay's id, which an
-         * older relay may have used as a pair; not a probe's).
-         */
-        bool transactional_fence_second;
         /*
          * With transactional_pair: a second id the broker refuses to these
          * credentials (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) leaves one
@@ -391,9 +388,9 @@ bool producer_fenced(const struct producer_error *e);
  * aborts their open transactions, both at once (the second on a thread of
  * its own, joined before it returns); blocks up to @timeout_ms.
  * With transactional_pair both then take transactions in turn, the first
- * id's next; with transactional_fence_second "<id>.1" is only fenced (a
- * relay of the same id may have run with the pair) and its producer
- * destroyed; with neither it is not touched. "<id>.1" refused
+ * id's next; without it "<id>.1" is only fenced (a relay of the same id
+ * may have run with the pair) and its producer destroyed; without
+ * transactional_second it is not touched. "<id>.1" refused
  * with TRANSACTIONAL_ID_AUTHORIZATION_FAILED is passed over without the
  * pair, and with transactional_pair_optional (producer_second_id_refused()
  * then says so): no producer of these credentials can hold it. Returns 0;

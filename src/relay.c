@@ -614,10 +614,18 @@ static int new_producer(struct relay *r, char *err, size_t errlen);
 static int eos_session(struct relay *r)
 {
         char err[ERRLEN];
+        int ret;
 
         r->prod = producer_free(r->prod);
         r->eos.open = r->eos.aborting = false;
-        if (new_producer(r, err, sizeof(err)) < 0) {
+        /*
+         * Only this producer has the second id's, to fence it or take turns:
+         * the one of start() (a warm standby's) never takes a transaction.
+         */
+        r->prod_opts.transactional_second = true;
+        ret = new_producer(r, err, sizeof(err));
+        r->prod_opts.transactional_second = false;
+        if (ret < 0) {
                 if (!r->failure)
                         relay_fail(r, RELAY_EXIT_RETRY, "cannot create the Kafka producer: %s", err);
                 return -EIO;
@@ -1164,7 +1172,6 @@ static int start(struct relay *r)
                 r->prod_opts.transactional_id = r->eos.tid;
                 r->prod_opts.transactional_pair = relay_eos_wants_pair(conf);
                 r->prod_opts.transactional_pair_optional = strcmp(conf->txn_producers, "auto") == 0;
-                r->prod_opts.transactional_fence_second = true;
                 r->prod = producer_free(r->prod);
                 ret = new_producer(r, err, sizeof(err));
                 if (ret < 0) {

@@ -796,8 +796,9 @@ static void test_eos_commit_in_flight_holds_records_back(void)
 }
 
 /*
- * Two transactional producers (producer_options.transactional_pair, the
- * relay's default): init_transactions() registers both ids, and committed
+ * Two transactional producers (producer_options.transactional_second and
+ * transactional_pair, the relay's default with librdkafka 2.4 and later):
+ * init_transactions() registers both ids, and committed
  * Kafka transactions alternate between them, so that the next one never
  * waits for the coordinator to finish the last one of its own id. An abort
  * does not switch: the next transaction is the aborted one's producer's.
@@ -811,6 +812,7 @@ static void test_eos_transactions_alternate_between_two_producers(void)
 
         open_eos_txn(&w, "--on-error=stop", 0x10);
         w.r.prod = producer_free(w.r.prod);
+        w.r.prod_opts.transactional_second = true;
         w.r.prod_opts.transactional_pair = true;
         CHECK(producer_new(&w.r.prod_opts, relay_on_delivery, relay_on_kafka_event, &w.r, &w.r.prod,
                            err, sizeof(err)) == 0);
