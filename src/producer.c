@@ -64,6 +64,7 @@ struct producer {
         bool twin_fences_only;
         bool pair_optional;      /* producer_options.transactional_pair_optional */
         bool second_refused;     /* producer_second_id_refused() */
+        bool stay;               /* producer_stay() */
         int pipefd[2];
         producer_dr_fn *dr;
         producer_event_fn *on_event;
@@ -1459,9 +1460,14 @@ int producer_commit_transaction(struct producer *p, int timeout_ms, struct produ
          * they are, and retried by librdkafka only after 20 ms
          * (rdkafka_txnmgr.c).
          */
-        if (r == 0 && p->twin)
+        if (r == 0 && p->twin && !p->stay)
                 p->txn = p->txn == p->rk ? p->twin : p->rk;
         return r;
+}
+
+void producer_stay(struct producer *p, bool stay)
+{
+        p->stay = stay;
 }
 
 void producer_purge_queued(struct producer *p)

@@ -458,6 +458,14 @@ int producer_begin_transaction(struct producer *p, struct producer_error *ret_er
 int producer_commit_transaction(struct producer *p, int timeout_ms, struct producer_error *ret_error);
 
 /*
+ * producer_stay() - with two producers in turn: while @stay, a commit keeps
+ * the next transaction on the same producer instead of handing it to the
+ * other (a backlog drains faster on one; the turns are for a live stream's
+ * latency). Without a pair it changes nothing.
+ */
+void producer_stay(struct producer *p, bool stay);
+
+/*
  * producer_purge_queued() - drop the messages librdkafka has not sent yet
  * (rd_kafka_purge, RD_KAFKA_PURGE_F_QUEUE, not waiting): their delivery
  * reports come with _PURGE_QUEUE at the next producer_poll(). For a Kafka

@@ -756,6 +756,8 @@ static int commit_step(struct relay *r)
          * librdkafka asserts against: the process aborts. Seen in CI with a
          * 10 ms call on a loaded machine.
          */
+        /* Draining a backlog the next transaction stays on this producer (producer_stay()). */
+        producer_stay(r->prod, x->bound_ms > x->interval_ms);
         ret = producer_commit_transaction(r->prod, CALL_MS, &e);
         /*
          * That _STATE: a commit call under way again before the EndTxn's answer

@@ -273,6 +273,43 @@ def test_kafka_transactions_alternate_between_two_producers(case):
         assert ns == sorted(ns), (p, ns)
 
 
+def test_backlog_stays_on_one_of_two_producers(case):
+    """Two producers take turns so that a live stream's next Kafka
+    transaction does not wait for the coordinator to finish the last one.
+    Draining a backlog, in transactions of up to a second, the turns only
+    slowed it (librdkafka 2.8, small transactions: 1.1 to 1.5 times as long
+    as one producer): there the next transaction stays on the producer of
+    the last, and the turns resume once the stream is live again."""
+    tid = "stay-" + case.prefix
+    coll = collector(case, isolation="read_committed")
+    args = EOS + ["--transactional-id", tid, "--kafka-transactional-producers=2", "--log-level=debug"]
+    relay = start_relay(case, *args)
+    assert relay.stop() == 0, relay.log
+    conn = case.connect(autocommit=False)
+    rows = []
+    for t in range(300):
+        rows += insert_rows(conn, [{"work_id": "stay-%d-%d" % (t, i), "kind": "fault", "payload": {"n": i}}
+                                   for i in range(5)]).work_ids
+    case.pg.wait_clock(0.4)     # a backlog: older than 250 ms
+    # 1,500 rows in Kafka transactions of at most 200 records: several commits while draining
+    relay = start_relay(case, *args, "--kafka-transaction-messages=200", create_slot=False)
+    verify_exactly_once(case, coll, rows, "eos_stay", relays=[relay])
+    assert "draining a backlog" in relay.log, relay.log[-3000:]
+    draining = commit_ids(relay.log.split("draining a backlog")[1].split("done with a backlog")[0])
+    assert len(draining) >= 4 and set(draining) == {draining[0]}, draining
+    live = []
+    for i in range(60):
+        live += insert_rows(conn, [{"work_id": "live-%d" % i, "kind": "fault", "payload": {}}]).work_ids
+        wait_until(lambda: set(live) <= coll.ids(), 30, what="the live row", tick=coll.poll)
+        done = "done with a backlog" in relay.log
+        after = commit_ids(relay.log.split("done with a backlog")[-1]) if done else []
+        if len(after) >= 4:
+            break
+    conn.close()
+    assert len(after) >= 4 and all(a != b for a, b in zip(after, after[1:])), after
+    assert relay.stop() == 0, relay.log
+
+
 def test_one_producer_fences_the_second_id_too(case):
     """A relay with one transactional producer fences "<id>.1" too when it
     starts. An older relay of the slot may have run with two (the default
