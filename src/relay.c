@@ -613,7 +613,7 @@ static int new_producer(struct relay *r, char *err, size_t errlen);
  */
 static int eos_session(struct relay *r)
 {
-        char err[ERRLEN];
+        char err[ERRLEN], turn[sizeof(r->eos.tid) + 32], fenced[sizeof(r->eos.tid) + 128];
         int ret;
 
         r->prod = producer_free(r->prod);
@@ -632,19 +632,17 @@ static int eos_session(struct relay *r)
         }
         if (relay_eos_init(r) < 0)
                 return -EIO;
+        turn[0] = fenced[0] = '\0';
         if (producer_paired(r->prod))
-                log_info("exactly-once: Kafka transactions as \"%s\" and \"%s.1\" in turn (librdkafka %s), "
-                         "commit interval %" PRId64 " ms; older producers of that id are fenced", r->eos.tid,
-                         r->eos.tid, producer_library_version(), r->eos.interval_ms);
-        else if (!producer_second_id_refused(r->prod))
-                log_info("exactly-once: Kafka transactions as \"%s\" (librdkafka %s), commit interval %" PRId64
-                         " ms; older producers of that id are fenced, and of \"%s.1\"", r->eos.tid,
-                         producer_library_version(), r->eos.interval_ms, r->eos.tid);
+                snprintf(turn, sizeof(turn), " and \"%s.1\" in turn", r->eos.tid);
+        else if (producer_second_id_refused(r->prod))
+                snprintf(fenced, sizeof(fenced), " (the broker refuses \"%s.1\" to the relay's credentials, so "
+                         "none of their producers holds it)", r->eos.tid);
         else
-                log_info("exactly-once: Kafka transactions as \"%s\" (librdkafka %s), commit interval %" PRId64
-                         " ms; older producers of that id are fenced (the broker refuses \"%s.1\" to the "
-                         "relay's credentials, so none of their producers holds it)", r->eos.tid,
-                         producer_library_version(), r->eos.interval_ms, r->eos.tid);
+                snprintf(fenced, sizeof(fenced), ", and of \"%s.1\"", r->eos.tid);
+        log_info("exactly-once: Kafka transactions as \"%s\"%s (librdkafka %s), commit interval %" PRId64
+                 " ms; older producers of that id are fenced%s", r->eos.tid, turn, producer_library_version(),
+                 r->eos.interval_ms, fenced);
         if (r->prod_opts.transactional_pair && producer_second_id_refused(r->prod))
                 log_warning("exactly-once: the broker refuses transactional.id \"%s.1\" to the relay, so one "
                             "producer takes every Kafka transaction, and records arrive later than with two "

@@ -84,6 +84,7 @@ int relay_eos_init(struct relay *r)
 {
         struct producer_error e;
         char tid[sizeof(r->eos.tid) + 4];
+        const char *why, *ids;
         int ret;
 
         r->eos.open = false;
@@ -96,34 +97,32 @@ int relay_eos_init(struct relay *r)
         r->eos.nknown = 0;
         r->eos.pending = 0;
         r->eos.timeout_ms = producer_transaction_timeout_ms(r->prod);
-        /* Until producer_init_transactions() says whether the pair stands: */
-        r->eos.interval_ms = r->conf->txn_max_ms;
-        r->eos.bound_ms = r->eos.interval_ms < r->eos.timeout_ms / 2 ? r->eos.interval_ms :
-                          r->eos.timeout_ms / 2;
         r->eos.failed = false;
         r->eos.ending = RELAY_EOS_END_NONE;
         r->held_back = false;
         ret = producer_init_transactions(r->prod, INIT_MS, &e);
-        if (ret == 0) {
-                if (!r->conf->txn_max_given && producer_paired(r->prod))
-                        r->eos.interval_ms = RELAY_EOS_PAIR_INTERVAL_MS;
-                r->eos.bound_ms = r->eos.interval_ms < r->eos.timeout_ms / 2 ? r->eos.interval_ms :
-                                  r->eos.timeout_ms / 2;
+        /* Whether the pair stands is known now: unless given, the interval is the pair's. */
+        r->eos.interval_ms = !r->conf->txn_max_given && producer_paired(r->prod) ? RELAY_EOS_PAIR_INTERVAL_MS :
+                             r->conf->txn_max_ms;
+        r->eos.bound_ms = r->eos.interval_ms < r->eos.timeout_ms / 2 ? r->eos.interval_ms : r->eos.timeout_ms / 2;
+        if (ret == 0)
                 return 0;
-        }
         producer_transactional_id(r->prod, tid, sizeof(tid));
+        /* Past a timeout (retried), what transactions need, and why the relay uses the id with ".1". */
+        if (ret == -EAGAIN)
+                why = ids = "";
+        else {
+                why = "; --exactly-once needs brokers with transactions (Kafka 0.11+, a transaction state "
+                      "log that can be written) and, with ACLs, WRITE and DESCRIBE on the TransactionalId";
+                ids = relay_eos_wants_pair(r->conf) ?
+                      " (both ids, the second with \".1\": a PREFIXED ACL on the first serves both; "
+                      "or --kafka-transactional-producers=1)" :
+                      strcmp(tid, r->eos.tid) != 0 ?
+                      " (the relay fences the id with \".1\" too, which a relay with two producers used)" : "";
+        }
         relay_fail(r, ret == -EAGAIN ? RELAY_EXIT_RETRY : RELAY_EXIT_ENVIRONMENT,
                    "cannot start Kafka transactions (init_transactions for transactional.id \"%s\"): %s "
-                   "(%s)%s%s", tid, e.text, e.name,
-                   ret == -EAGAIN ? "" :
-                   "; --exactly-once needs brokers with transactions (Kafka 0.11+, a transaction state "
-                   "log that can be written) and, with ACLs, WRITE and DESCRIBE on the TransactionalId",
-                   ret == -EAGAIN ? "" :
-                   relay_eos_wants_pair(r->conf) ?
-                   " (both ids, the second with \".1\": a PREFIXED ACL on the first serves both; "
-                   "or --kafka-transactional-producers=1)" :
-                   strcmp(tid, r->eos.tid) != 0 ?
-                   " (the relay fences the id with \".1\" too, which a relay with two producers used)" : "");
+                   "(%s)%s%s", tid, e.text, e.name, why, ids);
         return -EIO;
 }
 
