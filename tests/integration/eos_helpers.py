@@ -39,32 +39,42 @@ class ForeignTransaction:
             self.open = False
 
 
-def checkpoints(bootstrap, topic, key_suffix=None, timeout=30):
-    """Every committed checkpoint record of partition 0 of topic (read with
-    read_committed, up to the end), oldest first, as (offset, key, value
-    dict); only keys ending in key_suffix if given."""
+def read_committed(bootstrap, topic, timeout=30):
+    """The committed records of partition 0 of topic, read with
+    read_committed from the start up to the high watermark, as (offset, key,
+    value bytes), and whether that end was reached within timeout seconds."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "cp-%s" % uuid.uuid4().hex,
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "enable.partition.eof": True})
     tp = TopicPartition(topic, 0)
-    out = []
+    out, ended = [], False
     try:
         _, hi = c.get_watermark_offsets(tp, timeout=10, cached=False)
+        ended = not hi
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         deadline = time.monotonic() + timeout
-        while hi and time.monotonic() < deadline:
+        while not ended and time.monotonic() < deadline:
             m = c.poll(0.5)
             if m is None:
                 continue
             if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= hi:
-                    break
+                ended = m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= hi
                 continue
-            key = m.key().decode()
-            if key_suffix is None or key.endswith(key_suffix):
-                out.append((m.offset(), key, json.loads(m.value())))
+            out.append((m.offset(), m.key(), m.value()))
     finally:
         c.close()
+    return out, ended
+
+
+def checkpoints(bootstrap, topic, key_suffix=None, timeout=30):
+    """Every committed checkpoint record of partition 0 of topic (read with
+    read_committed, up to the end), oldest first, as (offset, key, value
+    dict); only keys ending in key_suffix if given."""
+    out = []
+    for offset, key, value in read_committed(bootstrap, topic, timeout)[0]:
+        key = key.decode()
+        if key_suffix is None or key.endswith(key_suffix):
+            out.append((offset, key, json.loads(value)))
     return out
 
 
