@@ -319,7 +319,9 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
          * of every start and reconnect. The end is what the reader waits for.
          */
         if (set(kc, "bootstrap.servers", src->brokers, err, errlen) < 0 ||
-            set(kc, "fetch.wait.max.ms", "10", err, errlen) < 0)
+            set(kc, "fetch.wait.max.ms", "10", err, errlen) < 0 ||
+            (producer_metrics_push_property() &&
+             set(kc, producer_metrics_push_property(), "false", err, errlen) < 0))
                 goto fail_conf;
         for (size_t i = 0; i < src->nprops; i++)
                 if (!producer_only_property(src->props[2 * i]) &&

@@ -158,7 +158,9 @@ static const struct opt_def opt_defs[] = {
          "librdkafka property; repeatable", OPT_NOENV,
          "Passed to librdkafka as it is (-X security.protocol=SSL); enable.idempotence=false, "
          "acks other than all, delivery.report.only.error=true and transactional.id are "
-         "refused."},
+         "refused. With librdkafka 2.5 and later the relay sets enable.metrics.push=false (client "
+         "metrics pushed to the brokers, KIP-714) unless -X gives it: with it on, closing a "
+         "librdkafka client could take a whole second, at every start and reconnect."},
         {"status-interval", 's', OPT_SECONDS, OFF(status_interval_ms), "10", 100, 3600000, "SECONDS",
          "standby status update interval", 0,
          "Lowered to under half the server's wal_sender_timeout; updates also go out soon "

@@ -431,6 +431,24 @@ static bool user_prop(const struct producer_options *opts, const char *name)
 }
 
 /*
+ * librdkafka 2.5.0 and later push client metrics to a broker that asks for
+ * them (KIP-714, enable.metrics.push, on by default), and rd_kafka_destroy()
+ * then waits up to 1 s for that to end, on a condition variable whose
+ * signal can come before the wait begins (rd_kafka_telemetry_await_termination()
+ * in rdkafka_telemetry.c, 2.8.0): the destroy of a producer the relay had
+ * just made took a whole second, at every start of an exactly-once relay
+ * (start()'s producer gives way to the transactional one) and at every
+ * reconnect, and the checkpoint reader's at every read. Off unless -X
+ * enable.metrics.push=true turns it on.
+ */
+#define METRICS_PUSH_VERSION 0x020500ff
+
+const char *producer_metrics_push_property(void)
+{
+        return rd_kafka_version() >= METRICS_PUSH_VERSION ? "enable.metrics.push" : NULL;
+}
+
+/*
  * librdkafka's configuration of the producer: our defaults, then the user's
  * -X (checked by config), then what may not change. Returns 0 and
  * *ret_conf (owned by the caller), or -EINVAL with the reason in @err.
@@ -449,6 +467,9 @@ static int make_conf(const struct producer_options *opts, struct producer *p, rd
         snprintf(num, sizeof(num), "%lld", (long long)opts->queue_messages);
         if (opts->queue_messages > 0 && !user_prop(opts, "queue.buffering.max.messages") &&
             set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
+                goto fail;
+        if (producer_metrics_push_property() && set(kc, producer_metrics_push_property(), "false", err,
+                                                    errlen) < 0)
                 goto fail;
         /* Broker states for /readyz, unless the user chose an interval. */
         if (opts->statistics && !user_prop(opts, "statistics.interval.ms") &&
@@ -864,6 +885,11 @@ static const char *conf_value(struct producer *p, const char *name, char *buf, s
         if (rd_kafka_conf_get(rd_kafka_conf(p->rk), name, buf, &n) != RD_KAFKA_CONF_OK)
                 buf[0] = '\0';
         return buf;
+}
+
+const char *producer_property(const struct producer *p, const char *name, char *buf, size_t size)
+{
+        return conf_value((struct producer *)p, name, buf, size);
 }
 
 /* TLS to the brokers without a client certificate of the relay's. */

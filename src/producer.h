@@ -547,6 +547,25 @@ int producer_create_topic(struct producer *p, const char *topic, int partitions,
 const char *producer_header_value(const struct producer_msg *m, const char *name, char *buf, size_t size);
 
 /*
+ * producer_metrics_push_property() - "enable.metrics.push" (librdkafka's
+ * CONFIGURATION.md) when the linked librdkafka has it (2.5.0 and later),
+ * else NULL; a static string. Every librdkafka client of the relay (the
+ * producers, the checkpoint reader, redrive's consumer) sets it to false
+ * before the user's -X: with client metrics pushed (KIP-714),
+ * rd_kafka_destroy() can wait a whole second for their end, at every start
+ * and reconnect.
+ */
+const char *producer_metrics_push_property(void);
+
+/*
+ * producer_property() - the value of librdkafka property @name
+ * (CONFIGURATION.md) that @p's producer was made with, our defaults and the
+ * user's -X included, in @buf of @size bytes (truncated), "" when librdkafka
+ * has no such property. Returns @buf.
+ */
+const char *producer_property(const struct producer *p, const char *name, char *buf, size_t size);
+
+/*
  * producer_only_property() - true if librdkafka property @name (CONFIGURATION.md,
  * the properties marked P) configures only a producer: a consumer the relay
  * makes from the same -X properties (the checkpoint reader, redrive's topic

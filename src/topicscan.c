@@ -188,6 +188,8 @@ int topicscan_open(const struct topicscan_options *opts, struct topicscan **ret_
                 return -ENOMEM;
         }
         r = set(kc, "bootstrap.servers", opts->brokers, err, errlen);
+        if (r == 0 && producer_metrics_push_property())
+                r = set(kc, producer_metrics_push_property(), "false", err, errlen);
         for (size_t i = 0; r == 0 && i < opts->nprops; i++)
                 if (!producer_only(opts->props[2 * i]))
                         r = set(kc, opts->props[2 * i], opts->props[2 * i + 1], err, errlen);

@@ -1224,6 +1224,49 @@ static void test_limit_read_while_streaming_holds_the_record_back(void)
  * counts (a transaction, a split transaction's rows) and holds a record
  * back while a commit is in flight.
  */
+static void ignore_report(void *ctx, const struct producer_report *rep)
+{
+        (void)ctx;
+        (void)rep;
+}
+
+static void ignore_event(void *ctx, enum producer_event ev, const struct producer_error *e)
+{
+        (void)ctx;
+        (void)ev;
+        (void)e;
+}
+
+/*
+ * librdkafka 2.5 and later push client metrics (KIP-714) unless told not to,
+ * and rd_kafka_destroy() then could wait a whole second: the relay turns it
+ * off, and a user's -X turns it back on.
+ */
+static void test_client_metrics_push_off(void)
+{
+        const char *props[] = {"enable.metrics.push", "true"};
+        struct producer_options o = {.brokers = "127.0.0.1:1"};
+        struct producer *p = NULL;
+        char err[512], v[16];
+
+        if (!producer_metrics_push_property()) {
+                printf("librdkafka %s pushes no client metrics\n", producer_library_version());
+                CHECK(rd_kafka_version() < 0x020500ff);
+                return;
+        }
+        CHECK(rd_kafka_version() >= 0x020500ff);
+        CHECK_INT(producer_new(&o, ignore_report, ignore_event, NULL, &p, err, sizeof(err)), 0);
+        if (p)
+                CHECK_STR(producer_property(p, "enable.metrics.push", v, sizeof(v)), "false");
+        p = producer_free(p);
+        o.props = props;
+        o.nprops = 1;
+        CHECK_INT(producer_new(&o, ignore_report, ignore_event, NULL, &p, err, sizeof(err)), 0);
+        if (p)
+                CHECK_STR(producer_property(p, "enable.metrics.push", v, sizeof(v)), "true");
+        producer_free(p);
+}
+
 static void test_guarantee_hooks(void)
 {
         struct world w;
@@ -1295,6 +1338,7 @@ static void test_wait_inside_a_turn_aborts(void)
 int main(void)
 {
         test_classification();
+        test_client_metrics_push_off();
         test_acked();
         test_record_error_stops();
         test_record_error_dead_lettered();
