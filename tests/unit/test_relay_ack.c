@@ -1218,12 +1218,7 @@ static void test_limit_read_while_streaming_holds_the_record_back(void)
         world_close(&w);
 }
 
-/*
- * The row path's hooks: at-least-once lets every row go whatever the
- * exactly-once state says; exactly-once passes over what its checkpoint
- * counts (a transaction, a split transaction's rows) and holds a record
- * back while a commit is in flight.
- */
+/* A producer that produces nothing: no reports, and its events are not the test's. */
 static void ignore_report(void *ctx, const struct producer_report *rep)
 {
         (void)ctx;
@@ -1267,6 +1262,12 @@ static void test_client_metrics_push_off(void)
         producer_free(p);
 }
 
+/*
+ * The row path's hooks: at-least-once lets every row go whatever the
+ * exactly-once state says; exactly-once passes over what its checkpoint
+ * counts (a transaction, a split transaction's rows) and holds a record
+ * back while a commit is in flight.
+ */
 static void test_guarantee_hooks(void)
 {
         struct world w;
