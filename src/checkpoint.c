@@ -304,6 +304,7 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
 {
         int64_t deadline = monoclock_ms() + timeout_ms, lo = 0, hi = 0, to, from, window = WINDOW_FIRST;
         rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        const char *push = producer_metrics_push_property();
         rd_kafka_resp_err_t e;
         rd_kafka_topic_t *rkt;
         char kerr[512];
@@ -320,8 +321,7 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
          */
         if (set(kc, "bootstrap.servers", src->brokers, err, errlen) < 0 ||
             set(kc, "fetch.wait.max.ms", "10", err, errlen) < 0 ||
-            (producer_metrics_push_property() &&
-             set(kc, producer_metrics_push_property(), "false", err, errlen) < 0))
+            (push && set(kc, push, "false", err, errlen) < 0))
                 goto fail_conf;
         for (size_t i = 0; i < src->nprops; i++)
                 if (!producer_only_property(src->props[2 * i]) &&

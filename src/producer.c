@@ -457,6 +457,7 @@ static int make_conf(const struct producer_options *opts, struct producer *p, rd
                      char *err, size_t errlen)
 {
         rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        const char *push = producer_metrics_push_property();
         char num[32];
 
         if (set(kc, "bootstrap.servers", opts->brokers, err, errlen) < 0 ||
@@ -468,8 +469,7 @@ static int make_conf(const struct producer_options *opts, struct producer *p, rd
         if (opts->queue_messages > 0 && !user_prop(opts, "queue.buffering.max.messages") &&
             set(kc, "queue.buffering.max.messages", num, err, errlen) < 0)
                 goto fail;
-        if (producer_metrics_push_property() && set(kc, producer_metrics_push_property(), "false", err,
-                                                    errlen) < 0)
+        if (push && set(kc, push, "false", err, errlen) < 0)
                 goto fail;
         /* Broker states for /readyz, unless the user chose an interval. */
         if (opts->statistics && !user_prop(opts, "statistics.interval.ms") &&

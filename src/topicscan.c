@@ -173,6 +173,7 @@ int topicscan_open(const struct topicscan_options *opts, struct topicscan **ret_
 {
         struct topicscan *s = calloc(1, sizeof(*s));
         rd_kafka_conf_t *kc;
+        const char *push;
         char kerr[512];
         int r;
 
@@ -188,8 +189,9 @@ int topicscan_open(const struct topicscan_options *opts, struct topicscan **ret_
                 return -ENOMEM;
         }
         r = set(kc, "bootstrap.servers", opts->brokers, err, errlen);
-        if (r == 0 && producer_metrics_push_property())
-                r = set(kc, producer_metrics_push_property(), "false", err, errlen);
+        push = producer_metrics_push_property();
+        if (r == 0 && push)
+                r = set(kc, push, "false", err, errlen);
         for (size_t i = 0; r == 0 && i < opts->nprops; i++)
                 if (!producer_only(opts->props[2 * i]))
                         r = set(kc, opts->props[2 * i], opts->props[2 * i + 1], err, errlen);
