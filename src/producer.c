@@ -19,8 +19,30 @@
 
 #include "log.h"
 
+/*
+ * A librdkafka producer's topic handles, by name. Each is made with
+ * rd_kafka_topic_new() at the topic's first record, which asks the cluster
+ * for the topic's metadata at once; a record produced by name
+ * (RD_KAFKA_V_TOPIC) to a topic new to the producer waits instead for
+ * librdkafka's next refresh of unknown topics, up to a second (librdkafka
+ * 2.0.2 and 2.8 alike), and every new producer meets it: every reconnect,
+ * every session of --exactly-once and each producer of its pair. A handle
+ * also spares each record librdkafka's lookup of its topic by name under
+ * the client's lock. Open addressing (FNV-1a, linear probing), at most half
+ * full; past TOPIC_HANDLES_MAX topics records go by name.
+ */
+#define TOPIC_HANDLES_MAX 4096
+struct topic_handles {
+        struct topic_handle {
+                char *name;
+                rd_kafka_topic_t *rkt;
+        } *v;
+        size_t cap, n;           /* cap: 0 or a power of two */
+};
+
 struct producer {
         rd_kafka_t *rk;
+        struct topic_handles rk_topics;
         rd_kafka_queue_t *mainq;
         /*
          * An idempotent producer's lanes (producer_fit_topic()): more
@@ -34,6 +56,7 @@ struct producer {
         struct lane {
                 rd_kafka_t *rk;
                 rd_kafka_queue_t *q;
+                struct topic_handles topics;
                 int64_t batch;      /* its batch.size, bytes */
         } lanes[PRODUCER_LANES_MAX];
         size_t nlanes;
@@ -55,6 +78,7 @@ struct producer {
          */
         rd_kafka_t *twin;
         rd_kafka_queue_t *twinq;
+        struct topic_handles twin_topics;
         rd_kafka_t *txn;
         /*
          * What twin is for: false, the pair; true, only to fence "<id>.1" in
@@ -717,9 +741,88 @@ fail:
         return r;
 }
 
-/* Purge what is undelivered and destroy @rk with its main queue @q (NULL-safe). */
-static void destroy_rk(rd_kafka_t *rk, rd_kafka_queue_t *q)
+static size_t topic_hash(const char *name)
 {
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+                h = (h ^ *c) * UINT64_C(1099511628211);
+        return (size_t)h;
+}
+
+/* Put @name's @rkt into @t, which has a free slot. */
+static void topic_put(struct topic_handles *t, char *name, rd_kafka_topic_t *rkt)
+{
+        size_t i = topic_hash(name) & (t->cap - 1);
+
+        while (t->v[i].name)
+                i = (i + 1) & (t->cap - 1);
+        t->v[i] = (struct topic_handle){name, rkt};
+        t->n++;
+}
+
+/* Room for one more in @t, at most half full. Returns 0 or -ENOMEM. */
+static int topic_room(struct topic_handles *t)
+{
+        struct topic_handles bigger = {NULL, t->cap ? 2 * t->cap : 16, 0};
+
+        if (2 * (t->n + 1) <= t->cap)
+                return 0;
+        bigger.v = calloc(bigger.cap, sizeof(bigger.v[0]));
+        if (!bigger.v)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->cap; i++)
+                if (t->v[i].name)
+                        topic_put(&bigger, t->v[i].name, t->v[i].rkt);
+        free(t->v);
+        *t = bigger;
+        return 0;
+}
+
+/*
+ * The handle of @rk for @topic, made at its first record (struct
+ * topic_handles), or NULL (too many topics, no memory, a name librdkafka
+ * refuses: the record goes by name, and a bad name gets produce's error).
+ */
+static rd_kafka_topic_t *topic_of(rd_kafka_t *rk, struct topic_handles *t, const char *topic)
+{
+        rd_kafka_topic_t *rkt;
+        char *name;
+
+        for (size_t i = t->cap ? topic_hash(topic) & (t->cap - 1) : 0; t->cap && t->v[i].name;
+             i = (i + 1) & (t->cap - 1))
+                if (strcmp(t->v[i].name, topic) == 0)
+                        return t->v[i].rkt;
+        if (t->n >= TOPIC_HANDLES_MAX || topic_room(t) < 0 || !(name = strdup(topic)))
+                return NULL;
+        rkt = rd_kafka_topic_new(rk, topic, NULL);
+        if (!rkt) {
+                free(name);
+                return NULL;
+        }
+        topic_put(t, name, rkt);
+        return rkt;
+}
+
+/* Give back @t's handles; before their producer is destroyed. */
+static void topic_handles_free(struct topic_handles *t)
+{
+        for (size_t i = 0; i < t->cap; i++)
+                if (t->v[i].name) {
+                        rd_kafka_topic_destroy(t->v[i].rkt);
+                        free(t->v[i].name);
+                }
+        free(t->v);
+        *t = (struct topic_handles){0};
+}
+
+/*
+ * Purge what is undelivered and destroy @rk with its main queue @q and
+ * topic handles @t (NULL-safe).
+ */
+static void destroy_rk(rd_kafka_t *rk, rd_kafka_queue_t *q, struct topic_handles *t)
+{
+        topic_handles_free(t);
         if (q) {
                 rd_kafka_queue_io_event_enable(q, -1, NULL, 0);
                 rd_kafka_queue_destroy(q);
@@ -736,13 +839,13 @@ struct producer *producer_free(struct producer *p)
         if (!p)
                 return NULL;
         for (size_t i = 0; i < p->nlanes; i++)
-                destroy_rk(p->lanes[i].rk, p->lanes[i].q);
+                destroy_rk(p->lanes[i].rk, p->lanes[i].q, &p->lanes[i].topics);
         if (p->adminq) {
                 rd_kafka_queue_io_event_enable(p->adminq, -1, NULL, 0);
                 rd_kafka_queue_destroy(p->adminq);
         }
-        destroy_rk(p->twin, p->twinq);
-        destroy_rk(p->rk, p->mainq);
+        destroy_rk(p->twin, p->twinq, &p->twin_topics);
+        destroy_rk(p->rk, p->mainq, &p->rk_topics);
         if (p->lane_conf)
                 rd_kafka_conf_destroy(p->lane_conf);
         for (size_t i = 0; i < p->nroutes; i++)
@@ -756,12 +859,17 @@ struct producer *producer_free(struct producer *p)
         return NULL;
 }
 
-/* The librdkafka producer that carries @topic's records. */
-static rd_kafka_t *lane_of(const struct producer *p, const char *topic)
+/* The librdkafka producer that carries @topic's records, and its topic handles in *ret_topics. */
+static rd_kafka_t *lane_of(struct producer *p, const char *topic, struct topic_handles **ret_topics)
 {
-        const struct route *r = find_route(p, topic);
+        struct route *r = p->nroutes ? find_route(p, topic) : NULL;
 
-        return r ? r->lane->rk : p->rk;
+        if (r) {
+                *ret_topics = &r->lane->topics;
+                return r->lane->rk;
+        }
+        *ret_topics = p->txn == p->twin ? &p->twin_topics : &p->rk_topics;
+        return p->txn;
 }
 
 int64_t producer_batch_bytes(const struct producer *p)
@@ -822,22 +930,30 @@ _Static_assert(PRODUCER_ERR_INVALID_TXN_STATE == RD_KAFKA_RESP_ERR_INVALID_TXN_S
 int producer_send(struct producer *p, const struct producer_msg *m, struct producer_error *ret_error)
 {
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(m->nheaders);
-        rd_kafka_t *rk = p->nroutes ? lane_of(p, m->topic) : p->txn;
+        struct topic_handles *topics;
+        rd_kafka_t *rk = lane_of(p, m->topic, &topics);
+        rd_kafka_topic_t *rkt = topic_of(rk, topics, m->topic);
         rd_kafka_resp_err_t e;
         char fatal[512];
 
         for (size_t i = 0; i < m->nheaders; i++)
                 rd_kafka_header_add(hdrs, m->headers[i].name, -1, m->headers[i].value,
                                     (ssize_t)m->headers[i].len);
-        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(m->topic),
-                              RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
-                              RD_KAFKA_V_VALUE((void *)m->value, m->value ? m->value_len : 0),
-                              RD_KAFKA_V_PARTITION(m->first_partition ? 0 : RD_KAFKA_PARTITION_UA),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_TIMESTAMP(m->timestamp_ms),
-                              RD_KAFKA_V_HEADERS(hdrs),
-                              RD_KAFKA_V_OPAQUE((void *)(uintptr_t)m->ticket),
-                              RD_KAFKA_V_END);
+        rd_kafka_vu_t vu[] = {
+                rkt ? (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_RKT, .u.rkt = rkt} :
+                      (rd_kafka_vu_t){.vtype = RD_KAFKA_VTYPE_TOPIC, .u.cstr = m->topic},
+                {.vtype = RD_KAFKA_VTYPE_KEY, .u.mem = {(void *)m->key, m->key ? m->key_len : 0}},
+                {.vtype = RD_KAFKA_VTYPE_VALUE, .u.mem = {(void *)m->value, m->value ? m->value_len : 0}},
+                {.vtype = RD_KAFKA_VTYPE_PARTITION, .u.i32 = m->first_partition ? 0 : RD_KAFKA_PARTITION_UA},
+                {.vtype = RD_KAFKA_VTYPE_MSGFLAGS, .u.i = RD_KAFKA_MSG_F_COPY},
+                {.vtype = RD_KAFKA_VTYPE_TIMESTAMP, .u.i64 = m->timestamp_ms},
+                {.vtype = RD_KAFKA_VTYPE_HEADERS, .u.headers = hdrs},
+                {.vtype = RD_KAFKA_VTYPE_OPAQUE, .u.ptr = (void *)(uintptr_t)m->ticket},
+        };
+        rd_kafka_error_t *error = rd_kafka_produceva(rk, vu, sizeof(vu) / sizeof(vu[0]));
+
+        e = error ? rd_kafka_error_code(error) : RD_KAFKA_RESP_ERR_NO_ERROR;
+        rd_kafka_error_destroy(error);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 /* librdkafka owns hdrs now; its delivery report counts the bytes out. */
                 p->inflight_bytes += producer_msg_bytes(m);
@@ -1363,7 +1479,7 @@ bool producer_fenced(const struct producer_error *e)
 /* Destroy the second producer: from now on the first takes every transaction. */
 static void drop_twin(struct producer *p)
 {
-        destroy_rk(p->twin, p->twinq);
+        destroy_rk(p->twin, p->twinq, &p->twin_topics);
         p->twin = NULL;
         p->twinq = NULL;
         p->txn = p->rk;

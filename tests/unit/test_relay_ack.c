@@ -1263,6 +1263,42 @@ static void test_client_metrics_push_off(void)
 }
 
 /*
+ * A topic new to a librdkafka producer has its metadata asked for at once:
+ * a record produced by topic name alone waits for librdkafka's next refresh
+ * of unknown topics, up to a second in librdkafka 2.8, and every new
+ * producer meets it (every session of --exactly-once). Three new topics in
+ * turn, each record settled before the next: without the prompt request
+ * each but the first waits about a second.
+ */
+static void test_new_topic_is_asked_for_at_once(void)
+{
+        static const char *const topics[] = {"fresh-1", "fresh-2", "fresh-3"};
+        struct world w;
+        int64_t start, took;
+        char id[16];
+
+        world_open(&w, "--on-error=stop", "5000");
+        for (size_t i = 0; i < 3; i++)
+                rd_kafka_mock_topic_create(w.mc, topics[i], 1, 1);
+        produce_row(&w, TOPIC, "warm-1", 100, 0x10);  /* the broker connection up */
+        settle(&w);
+        CHECK_INT(w.r.stats.c.acked, 1);
+        start = relay_mono_ms();
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(id, sizeof(id), "fresh-%zu", i + 1);
+                produce_row(&w, topics[i], id, 100, 0x20 + 0x10 * i);
+                settle(&w);
+        }
+        took = relay_mono_ms() - start;
+        printf("librdkafka %s: a record to each of 3 new topics in turn took %" PRId64 " ms\n",
+               producer_library_version(), took);
+        CHECK_INT(w.r.failure, 0);
+        CHECK_INT(w.r.stats.c.acked, 4);
+        CHECK(took < 1500);
+        world_close(&w);
+}
+
+/*
  * The row path's hooks: at-least-once lets every row go whatever the
  * exactly-once state says; exactly-once passes over what its checkpoint
  * counts (a transaction, a split transaction's rows) and holds a record
@@ -1340,6 +1376,7 @@ int main(void)
 {
         test_classification();
         test_client_metrics_push_off();
+        test_new_topic_is_asked_for_at_once();
         test_acked();
         test_record_error_stops();
         test_record_error_dead_lettered();
