@@ -171,6 +171,8 @@ def test_recreated_table_stops_at_its_first_row(case):
     case.query("CREATE TABLE outbox2 (LIKE outbox INCLUDING ALL); DROP TABLE outbox; "
                "ALTER TABLE outbox2 RENAME TO outbox; "
                "ALTER PUBLICATION %s ADD TABLE outbox" % case.slot)
+    # The change itself holds no outbox row, and the slot may move past it.
+    before_row = parse_lsn(case.scalar("SELECT pg_current_wal_lsn()::text"))
     in_transaction(conn, [("INSERT INTO outbox (work_id, kind, payload) VALUES ('after', 'k', '{}')",
                            None)])
     relay.wait(timeout=60)
@@ -178,7 +180,7 @@ def test_recreated_table_stops_at_its_first_row(case):
     assert "is another relation now" in relay.log or "no longer" in relay.log, relay.log
     reader.drain(timeout=5)
     assert "after" not in by_id(reader.records), reader.records
-    assert case.confirmed() == confirmed
+    assert confirmed <= case.confirmed() <= before_row
 
 
 def test_publication_changed_while_running_stops(case):
@@ -192,6 +194,8 @@ def test_publication_changed_while_running_stops(case):
     arrive_and_confirm(case, reader, relay, ["in"])
     confirmed = case.confirmed()
     case.query("ALTER PUBLICATION %s DROP TABLE outbox" % case.slot)
+    # The change itself holds no outbox row, and the slot may move past it.
+    before_row = parse_lsn(case.scalar("SELECT pg_current_wal_lsn()::text"))
     in_transaction(conn, [("INSERT INTO outbox (work_id, kind, payload) VALUES ('out', 'k', '{}')",
                            None)])
     relay.wait(timeout=60)
@@ -199,7 +203,7 @@ def test_publication_changed_while_running_stops(case):
     assert 'publication "%s" no longer lists "public"."outbox" while the relay ran' % case.slot \
         in relay.log, relay.log
     assert "redrive" in relay.log, relay.log
-    assert case.confirmed() == confirmed
+    assert confirmed <= case.confirmed() <= before_row
 
 
 def test_missing_publication_without_create_slot(case):
