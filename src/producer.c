@@ -779,6 +779,17 @@ static int topic_room(struct topic_handles *t)
         return 0;
 }
 
+/* @topic's handle in @t, or NULL when it has none yet. */
+static rd_kafka_topic_t *topic_find(const struct topic_handles *t, const char *topic)
+{
+        if (!t->cap)
+                return NULL;
+        for (size_t i = topic_hash(topic) & (t->cap - 1); t->v[i].name; i = (i + 1) & (t->cap - 1))
+                if (strcmp(t->v[i].name, topic) == 0)
+                        return t->v[i].rkt;
+        return NULL;
+}
+
 /*
  * The handle of @rk for @topic, made at its first record (struct
  * topic_handles), or NULL (too many topics, no memory, a name librdkafka
@@ -786,13 +797,11 @@ static int topic_room(struct topic_handles *t)
  */
 static rd_kafka_topic_t *topic_of(rd_kafka_t *rk, struct topic_handles *t, const char *topic)
 {
-        rd_kafka_topic_t *rkt;
+        rd_kafka_topic_t *rkt = topic_find(t, topic);
         char *name;
 
-        for (size_t i = t->cap ? topic_hash(topic) & (t->cap - 1) : 0; t->cap && t->v[i].name;
-             i = (i + 1) & (t->cap - 1))
-                if (strcmp(t->v[i].name, topic) == 0)
-                        return t->v[i].rkt;
+        if (rkt)
+                return rkt;
         if (t->n >= TOPIC_HANDLES_MAX || topic_room(t) < 0 || !(name = strdup(topic)))
                 return NULL;
         rkt = rd_kafka_topic_new(rk, topic, NULL);
