@@ -368,7 +368,9 @@ def test_split_transaction_of_rows_and_messages_resumes_exactly_once(case):
     published every message again, and its count of the split transaction's
     committed rows then skipped the wrong ones)."""
     coll = collector(case, isolation="read_committed")
-    args = EOS + ["--message-prefix", "outbox", "--kafka-transaction-messages=500"]
+    # Kafka transactions of 100 records: the kill comes while most of them are still to commit (with
+    # 500 and no wait for the first metadata, librdkafka 2.8 committed all 10,000 before the kill).
+    args = EOS + ["--message-prefix", "outbox", "--kafka-transaction-messages=100"]
     relay = start_relay(case, *args)
     n = sized(5000, 50000)
     # WHERE emits the message, then the row is inserted: message, row, message, row...
@@ -376,7 +378,7 @@ def test_split_transaction_of_rows_and_messages_resumes_exactly_once(case):
                "jsonb_build_object('n', g) FROM generate_series(1, %s) g "
                "WHERE outbox_emit('msg-' || g, 'fault', jsonb_build_object('n', g)) IS NOT NULL",
                (n,))
-    wait_until(lambda: len(coll.ids()) >= n // 2, 120, what="a quarter of the records",
+    wait_until(lambda: len(coll.ids()) >= n // 5, 120, what="a tenth of the records",
                tick=coll.poll)
     kill_and_wait(case, relay, coll)
     got = len(coll.ids())
