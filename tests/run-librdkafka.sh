@@ -66,10 +66,18 @@ while IFS= read -r -d '' f; do
                 ;;
         esac
 done < <(find "$builddir" -type f -perm -u+x ! -name '*.so*' ! -path '*/meson-*' -print0)
-ldd "$relay" | grep -q "=> $libdir/librdkafka.so.1 " || {
-        echo "run-librdkafka: $relay does not link $libdir/librdkafka.so.1" >&2
+# ldd's whole output is read before it is searched: under pipefail, grep -q
+# quits at the first match and ldd, still writing, dies of SIGPIPE, which
+# failed this check on a relay that did link the prefix (CI of stop 40).
+relay_ldd=$(ldd "$relay")
+case $relay_ldd in
+*"=> $libdir/librdkafka.so.1 "*) ;;
+*)
+        echo "run-librdkafka: $relay does not link $libdir/librdkafka.so.1:" >&2
+        echo "$relay_ldd" >&2
         exit 1
-}
+        ;;
+esac
 log "ldd: $checked binaries of $builddir link $libdir/librdkafka.so.1"
 
 t0=$SECONDS
