@@ -39,6 +39,28 @@ int relay_produce(struct relay *r, const struct producer_msg *m, struct producer
         return -EAGAIN;
 }
 
+/*
+ * Stop for a dead-letter copy of work ID @work_id (@table, transaction @xid
+ * ending at LSN @lsn) that Kafka refused with @e (@text: its words, or the
+ * size the record has alone). One wording whether librdkafka refused the copy
+ * at once (the topic's metadata already known in error) or in its delivery
+ * report: which of the two happens is a race against the metadata request of
+ * a topic new to the producer, and a restart must say what the first start
+ * said.
+ */
+static void dead_letter_refused(struct relay *r, int code, const char *work_id, const char *table,
+                                const char *xid, const char *lsn, const char *text,
+                                const struct producer_error *e)
+{
+        const char *fix = producer_fix(e->code);
+
+        relay_fail(r, code, "the dead-letter publish of work ID \"%s\" (%s, transaction %s ending at LSN %s) "
+                   "to \"%s\" failed: %s (%s). Stopping: nothing from this transaction on is confirmed. %s "
+                   "and restart, or skip it: --skip-transaction=%s", work_id, table, xid, lsn,
+                   r->conf->dead_letter_topic, text, e->name, fix ? fix : "Let the dead-letter topic "
+                   "take the row (e.g. raise its max.message.bytes and -X message.max.bytes)", lsn);
+}
+
 int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char *topic,
                       const char *code, const char *reason, const char *work_id,
                       const char *lsn_text)
@@ -46,7 +68,7 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
         struct producer_header h[MAX_HEADERS + 4];
         struct producer_msg dl = *m;
         struct producer_error e;
-        char source[1024] = "", table[512];
+        char source[1024] = "", table[512], xid[16];
         size_t nh = 0;
         int ret;
 
@@ -76,14 +98,10 @@ int relay_dead_letter(struct relay *r, const struct producer_msg *m, const char 
         if (ret < 0 && r->guarantee->record_refused(r, &e) < 0)
                 return -ECANCELED;
         if (ret < 0) {
-                relay_fail(r, e.fault == PRODUCER_FAULT_FATAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_DATA,
-                           "the dead-letter publish of work ID \"%s\" (%s, transaction ending at LSN "
-                           "%s) to \"%s\" failed too: %s (%s). Stopping: nothing from this transaction "
-                           "on is confirmed. Let the dead-letter topic take the row (e.g. raise its "
-                           "max.message.bytes and -X message.max.bytes) and restart, or skip it: "
-                           "--skip-transaction=%s", work_id, ce_table_of_source(source, table,
-                           sizeof(table)), lsn_text, r->conf->dead_letter_topic, e.text, e.name,
-                           lsn_text);
+                producer_header_value(m, "ce_pgxid", xid, sizeof(xid));
+                dead_letter_refused(r, e.fault == PRODUCER_FAULT_FATAL ? RELAY_EXIT_ENVIRONMENT :
+                                    RELAY_EXIT_DATA, work_id, ce_table_of_source(source, table, sizeof(table)),
+                                    xid, lsn_text, e.text, &e);
                 return ret;
         }
         r->stats.c.dead_lettered++;
@@ -223,12 +241,7 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                 text = size;
         }
         if (strcmp(m->topic, r->conf->dead_letter_topic) == 0) {
-                relay_fail(r, RELAY_EXIT_DATA, "the dead-letter publish of work ID \"%s\" (%s, "
-                           "transaction %s ending at LSN %s) to \"%s\" failed: %s (%s). Stopping: "
-                           "nothing from this transaction on is confirmed. %s and restart, or skip it: "
-                           "--skip-transaction=%s", work_id, table, xid, lsn, m->topic, text,
-                           rep->error.name, producer_fix(rep->error.code) ? producer_fix(rep->error.code) :
-                           "Let the dead-letter topic take the row", lsn);
+                dead_letter_refused(r, RELAY_EXIT_DATA, work_id, table, xid, lsn, text, &rep->error);
                 return;
         }
         if (relay_eos_on(r) && rep->error.fault == PRODUCER_FAULT_RECORD) {

@@ -21,11 +21,13 @@
 #include <sys/wait.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "unit_check.h"
+#include "log.h"
 #include "relay_parts.h"
 
 #define TOPIC "orders"
@@ -242,6 +244,77 @@ static void test_dead_letter_failure_stops(void)
         CHECK_INT(w.r.failure, RELAY_EXIT_DATA);
         CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
         world_close(&w);
+}
+
+/* The last line of the log file at @path holding @needle, into @buf ("" if none). */
+static void last_line_with(const char *path, const char *needle, char *buf, size_t size)
+{
+        char line[8192];
+        FILE *f = fopen(path, "r");
+
+        buf[0] = '\0';
+        CHECK(f != NULL);
+        if (!f)
+                return;
+        while (fgets(line, sizeof(line), f))
+                if (strstr(line, needle))
+                        snprintf(buf, size, "%s", line);
+        fclose(f);
+}
+
+/*
+ * A dead-letter copy that librdkafka refuses at once (here: larger than its
+ * message.max.bytes, the topic's own limit read as larger) stops with the
+ * words of a copy refused in its delivery report: the work ID, the
+ * transaction's xid and end LSN, and the fix. Which of the two a start meets
+ * can be a race (a topic refused by an ACL is refused at once only once its
+ * metadata is in): the restart in CI's test_unauthorized_dead_letter_topic_stops
+ * met the at-once path, which left out the xid and always gave the remedy for
+ * a size.
+ */
+static void test_dead_letter_refused_at_once_names_the_transaction(void)
+{
+        struct producer_header h[4] = {
+                {"ce_id", "dl-9", 4},
+                {"ce_pglsn", "0/10", 4},
+                {"ce_pgxid", "810", 3},
+                {"ce_source", "postgresql://1/db/public.outbox", 31},
+        };
+        size_t len = 2 * 1000 * 1000;
+        char *value = malloc(len);
+        struct producer_msg m = {.topic = TOPIC, .key = "dl-9", .key_len = 4, .value = value, .value_len = len,
+                                 .headers = h, .nheaders = 4};
+        char path[] = "/tmp/test-relay-ack-XXXXXX", line[8192];
+        struct world w;
+        int fd, ret;
+
+        memset(value, 'x', len);
+        world_open(&w, "--on-error=dead-letter", "5000");
+        set_limit(&w, DEAD, 10 * 1000 * 1000);
+        fd = mkstemp(path);
+        CHECK(fd >= 0);
+        close(fd);
+        CHECK_INT(log_open(path), 0);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        CHECK(ledger_add_message(w.r.ledger, &m.ticket) == 0);
+        ret = relay_dead_letter(&w.r, &m, TOPIC, "MSG_SIZE_TOO_LARGE", "too large", "dl-9", "0/10");
+        CHECK_INT(log_open(NULL), 0);
+        CHECK(ret < 0 && ret != -EAGAIN);
+        if (ret < 0)
+                ledger_cancel_message(w.r.ledger, m.ticket);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(w.r.failure, RELAY_EXIT_DATA);
+        last_line_with(path, "dead-letter publish", line, sizeof(line));
+        unlink(path);
+        if (!strstr(line, "transaction 810 ending at LSN 0/10"))
+                printf("the stop: %s", line);
+        CHECK(strstr(line, "work ID \"dl-9\" (table \"public\".\"outbox\", transaction 810 ending at LSN 0/10) "
+                     "to \"dead\" failed: ") != NULL);
+        CHECK(strstr(line, "Let the dead-letter topic take the row") != NULL);
+        CHECK(strstr(line, "--skip-transaction=0/10") != NULL);
+        CHECK_INT(producer_inflight_bytes(w.r.prod), 0);
+        world_close(&w);
+        free(value);
 }
 
 /*
@@ -1381,6 +1454,7 @@ int main(void)
         test_record_error_stops();
         test_record_error_dead_lettered();
         test_dead_letter_failure_stops();
+        test_dead_letter_refused_at_once_names_the_transaction();
         test_refused_batch_is_not_the_rows();
         test_record_too_large_alone();
         test_refused_batch_with_unreadable_limit_stops();
