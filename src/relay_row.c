@@ -187,6 +187,19 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 return;
         }
         ret = relay_produce(r, &m, &e);
+        /*
+         * Refused at once for what its delivery report would have said (an ACL
+         * refusing the topic, known from metadata a start may or may not have
+         * before its first record): judged as that report, so that a restart
+         * says and does what the first start did. --exactly-once judges a
+         * refused record with its transaction (record_refused()).
+         */
+        if (ret < 0 && ret != -EAGAIN && !relay_eos_on(r) && e.fault == PRODUCER_FAULT_RECORD &&
+            e.code != PRODUCER_ERR_MSG_SIZE_TOO_LARGE) {
+                r->stats.c.published++;
+                relay_on_delivery(r, &(struct producer_report){.msg = m, .error = e});
+                return;
+        }
         if (ret < 0) {
                 ledger_cancel_message(r->ledger, ticket);
                 if (ret == -EAGAIN)

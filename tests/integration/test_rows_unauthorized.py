@@ -285,6 +285,21 @@ def test_unauthorized_topic_dead_letter(case, sasl_kafka):
     if samples.get("outbox_relay_row_errors_total") != 1:
         problems.append("outbox_relay_row_errors_total is %s, expected 1"
                         % samples.get("outbox_relay_row_errors_total"))
+
+    # The topic's metadata now in error, librdkafka refuses its next record
+    # at once: that row is judged as its delivery report would have been.
+    insert_rows(conn, [{"work_id": "denied-3", "kind": "forbidden", "payload": {"n": 3}}])
+
+    def dead_again(recs):
+        return any(r.topic == dlq for r in by_id(recs).get("denied-3", []))
+    if not read_while_alive(reader, relay, dead_again, 60):
+        problems.append("denied-3 was not dead-lettered:\n" + relay.log)
+    else:
+        again = [r for r in by_id(reader.records)["denied-3"] if r.topic == dlq][0]
+        for name in ("outbox_relay_error", "outbox_relay_error_code", "outbox_relay_topic"):
+            if again.header(name) != d.header(name):
+                problems.append("%s of a record refused at once: %r, in its report: %r"
+                                % (name, again.header(name), d.header(name)))
     assert relay.stop() == EXIT_OK, relay.log
     assert not problems, "\n".join(problems) + "\n" + relay.log
 
