@@ -183,6 +183,15 @@ void relay_nacks_free(struct relay *r)
         r->nacks.cap = 0;
 }
 
+void relay_refused_reason(const char *topic, const char *text, const struct producer_error *e, char *buf,
+                          size_t size)
+{
+        const char *fix = producer_fix(e->code);
+
+        snprintf(buf, size, "Kafka refused the message for topic \"%s\": %s (%s)%s%s", topic, text, e->name,
+                 fix ? ". " : "", fix ? fix : "");
+}
+
 void relay_on_delivery(void *ctx, const struct producer_report *rep)
 {
         struct relay *r = ctx;
@@ -249,9 +258,7 @@ void relay_on_delivery(void *ctx, const struct producer_report *rep)
                 uint64_t end = LSN_INVALID;
 
                 /* The Kafka transaction fails: aborted at its commit, replayed, this row then judged. */
-                snprintf(reason, sizeof(reason), "Kafka refused the message for topic \"%s\": %s (%s)%s%s",
-                         m->topic, text, rep->error.name, producer_fix(rep->error.code) ?
-                         ". " : "", producer_fix(rep->error.code) ? producer_fix(rep->error.code) : "");
+                relay_refused_reason(m->topic, text, &rep->error, reason, sizeof(reason));
                 lsn_parse(lsn, strlen(lsn), &end);
                 relay_eos_poison(r, end, work_id, &rep->error, reason);
                 return;

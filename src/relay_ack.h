@@ -53,6 +53,17 @@ int relay_produce(struct relay *r, const struct producer_msg *m, struct producer
  */
 bool relay_backpressured(const struct relay *r);
 
+/*
+ * relay_refused_reason() - why Kafka refused a row's record for @topic with
+ * @e (@text: its words, or the record's size alone against the topic's
+ * limit), with the fix when there is one: the reason a row error, a
+ * dead-letter record's outbox_relay_error header and --exactly-once's replay
+ * give, whether librdkafka refused the record at once or in its delivery
+ * report. Writes at most @size bytes (truncated) into @buf, caller-owned.
+ */
+void relay_refused_reason(const char *topic, const char *text, const struct producer_error *e, char *buf,
+                          size_t size);
+
 /* relay_on_delivery() - the producer's delivery report callback (producer_dr_fn). */
 void relay_on_delivery(void *ctx, const struct producer_report *rep);
 

@@ -209,10 +209,13 @@ static void publish_row(struct relay *r, const struct w2j_record *rec)
                 if (e.fault == PRODUCER_FAULT_RECORD) {
                         char reason[ERRLEN + 256];
 
-                        snprintf(reason, sizeof(reason), "the producer refused it: %s",
-                                 e.code == PRODUCER_ERR_MSG_SIZE_TOO_LARGE ?
-                                 "the message is larger than -X message.max.bytes (raise it, and the "
-                                 "topic's max.message.bytes, or store less in the row)" : e.text);
+                        /* In the words of its delivery report, had librdkafka taken it first. */
+                        if (e.code == PRODUCER_ERR_MSG_SIZE_TOO_LARGE)
+                                snprintf(reason, sizeof(reason), "the producer refused it: the message is "
+                                         "larger than -X message.max.bytes (raise it, and the topic's "
+                                         "max.message.bytes, or store less in the row)");
+                        else
+                                relay_refused_reason(row.topic, e.text, &e, reason, sizeof(reason));
                         row_error(r, rec, &row, row.topic,
                                   e.code == PRODUCER_ERR_MSG_SIZE_TOO_LARGE ? "MSG_SIZE_TOO_LARGE" :
                                   e.name, reason);

@@ -304,6 +304,48 @@ def test_unauthorized_topic_dead_letter(case, sasl_kafka):
     assert not problems, "\n".join(problems) + "\n" + relay.log
 
 
+@pytest.mark.exactly_once
+def test_unauthorized_topic_dead_letter_exactly_once(case, sasl_kafka):
+    """--exactly-once --on-error=dead-letter, and a topic the relay may not
+    even DESCRIBE. A row's record for it fails in its delivery report: the
+    Kafka transaction is aborted, streamed again, and the row dead-lettered
+    with the reason, the error code and the intended topic. Two such rows,
+    in transactions apart, each in a session of its own: same headers; the
+    row after each arrives once for a read_committed reader."""
+    topics = setup_topics(case, sasl_kafka, ["allowed", "dlq"], ["forbidden"])
+    dlq = topics["dlq"]
+    tid = "outbox-relay-test." + case.dbname
+    sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
+    cfg = sasl_kafka.client_config()
+    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
+                         **{"isolation.level": "read_committed"}, **cfg)
+    case.readers.append(reader)
+    relay = start_relay(case, sasl_kafka, "--exactly-once", "--transactional-id=" + tid,
+                        "--on-error=dead-letter", "--dead-letter-topic=" + dlq)
+    conn = case.connect(autocommit=False)
+    dead = {}
+    for n in (1, 3):
+        work_id = "denied-%d" % n
+        insert_rows(conn, [{"work_id": work_id, "kind": "forbidden", "payload": {"n": n}}]
+                    + rows("after-%d" % n, 1))
+
+        def arrived(recs, work_id=work_id, n=n):
+            got = by_id(recs)
+            return ("after-%d-0" % n) in got and any(r.topic == dlq for r in got.get(work_id, []))
+        assert read_while_alive(reader, relay, arrived, 90), \
+            "%s was not dead-lettered: %s\n%s" % (work_id, sorted(by_id(reader.records)), relay.log)
+        dead[work_id] = [r for r in by_id(reader.records)[work_id] if r.topic == dlq]
+    got = by_id(reader.records)
+    assert all(len(v) == 1 for v in got.values()), "duplicates: %r" % got
+    first, again = dead["denied-1"][0], dead["denied-3"][0]
+    assert first.header("outbox_relay_error_code") == "TOPIC_AUTHORIZATION_FAILED", first.header_names
+    for name in ("outbox_relay_error", "outbox_relay_error_code", "outbox_relay_topic"):
+        assert again.header(name) == first.header(name), \
+            "%s of the later row: %r, of the first: %r\n%s" % (name, again.header(name),
+                                                                 first.header(name), relay.log)
+    assert relay.stop() == EXIT_OK, relay.log
+
+
 def test_unauthorized_dead_letter_topic_stops(case, sasl_kafka):
     """--on-error=dead-letter, but the relay may not write to the dead-letter
     topic either: exit 4 naming the row, the dead-letter topic and the fix;
