@@ -59,6 +59,7 @@
 #define CALL_MS 200               /* one blocking call of the transactions API, at most */
 #define EOS_IDLE_CHECKPOINT_MS 1000 /* a checkpoint-only Kafka transaction at most this often */
 #define BUSY_POLL_MS 50           /* a commit in flight: look at it at least this often */
+#define PURGE_AGAIN_MS 100        /* a failed transaction's queue purged again, at most this often */
 
 bool relay_eos_on(const struct relay *r)
 {
@@ -285,8 +286,10 @@ void relay_eos_report(struct relay *r, const struct producer_report *rep)
                          "records");
         } else if (rep->error.code && !purged) {
                 /* librdkafka sends nothing more of it: what is queued would wait for its timeout. */
-                if (!x->failed)
+                if (!x->failed) {
                         producer_purge_queued(r->prod);
+                        x->purged_ms = relay_mono_ms();
+                }
                 x->failed = true;
                 snprintf(x->fail_name, sizeof(x->fail_name), "%s", rep->error.name);
                 snprintf(x->fail_text, sizeof(x->fail_text), "%s", rep->error.text);
@@ -838,6 +841,26 @@ static int abort_step(struct relay *r)
         return abort_failed(r);
 }
 
+/*
+ * A failed transaction's records that librdkafka put back in its queue after
+ * the purge that followed the failure: a batch in flight behind the refused
+ * one is answered OUT_OF_ORDER_SEQUENCE_NUMBER, and its records wait for an
+ * epoch bump (rdkafka_request.c), which under transactions only the abort
+ * brings. Their reports would come at message.timeout.ms, and the commit or
+ * abort waits for every report: purged again, at most every PURGE_AGAIN_MS,
+ * while reports are due.
+ */
+static void purge_put_back(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        int64_t now = relay_mono_ms();
+
+        if (!x->failed || x->pending == 0 || now - x->purged_ms < PURGE_AGAIN_MS)
+                return;
+        producer_purge_queued(r->prod);
+        x->purged_ms = now;
+}
+
 int relay_eos_step(struct relay *r)
 {
         struct relay_eos *x = &r->eos;
@@ -846,6 +869,7 @@ int relay_eos_step(struct relay *r)
 
         if (!relay_eos_on(r) || x->ending == RELAY_EOS_END_NONE)
                 return 0;
+        purge_put_back(r);
         /* A step never waits in relay_wait() (asserted there), whoever calls it. */
         handling = r->handling;
         r->handling = true;

@@ -58,6 +58,7 @@ struct relay_eos {
         uint64_t messages, bytes;     /* records and their bytes in the open one */
         uint64_t pending;             /* records of the open one without a delivery report */
         bool failed;                  /* one of them failed: it must be aborted */
+        int64_t purged_ms;            /* failed: when its queue was last purged (monotonic ms) */
         bool refused;                 /* one was refused as its own fault (relay_eos_poison()) */
         char fail_name[64], fail_text[512];
         uint64_t last_end;            /* end LSN of the newest PostgreSQL transaction fully in */

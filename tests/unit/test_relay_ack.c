@@ -668,6 +668,46 @@ static void test_eos_refused_batch_is_not_the_rows(void)
         world_close(&w);
 }
 
+/*
+ * A refused batch fails the Kafka transaction while a later batch of it is
+ * in flight. The broker answers that one OUT_OF_ORDER_SEQUENCE_NUMBER, and
+ * librdkafka puts its records back in its queue for after an epoch bump
+ * (rdkafka_request.c), which under transactions only the abort brings. That
+ * happens after the purge that followed the first failed report, so no
+ * report of theirs came before message.timeout.ms: the commit waited for
+ * them until its 60 s deadline (CI, test_limit_lowered_while_running
+ * [exactly-once]). While a failed transaction's reports are due its queue is
+ * purged again.
+ */
+static void test_eos_failed_transaction_purges_records_put_back(void)
+{
+        struct world w;
+        int64_t start, took;
+
+        world_open_eos(&w, "--on-error=dead-letter", "30000", true);
+        CHECK(ledger_begin(w.r.ledger, 0x10, 0) == 0);
+        CHECK_INT(produce_eos_row(&w, "before-5"), 0);
+        settle_eos(&w);                 /* the partition in the transaction, the producer's sequence going */
+        CHECK_INT(w.r.eos.failed, 0);
+        rd_kafka_mock_broker_set_rtt(w.mc, 1, 300);
+        rd_kafka_mock_push_request_errors(w.mc, KAFKA_API_PRODUCE, 2, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+                                          RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+        start = relay_mono_ms();
+        CHECK_INT(produce_eos_row(&w, "refused-5"), 0);
+        usleep(100 * 1000);             /* its ProduceRequest sent (linger.ms 5), its answer 300 ms away */
+        CHECK_INT(produce_eos_row(&w, "behind-5"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(flush_eos(&w), -EIO);
+        took = relay_mono_ms() - start;
+        printf("a failed transaction with a record put back aborted in %" PRId64 " ms\n", took);
+        CHECK_INT(w.r.failure, RELAY_EXIT_RETRY);
+        CHECK_INT(w.r.eos.stats_aborted, 1);
+        CHECK(took < 5000);
+        CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
 /* A record alone larger than the known limit: the replay applies its policy, the reason names the limit. */
 static void test_eos_record_too_large_alone(void)
 {
@@ -1459,6 +1499,7 @@ int main(void)
         test_record_too_large_alone();
         test_refused_batch_with_unreadable_limit_stops();
         test_eos_refused_batch_is_not_the_rows();
+        test_eos_failed_transaction_purges_records_put_back();
         test_eos_record_too_large_alone();
         test_producer_fits_topics();
         test_record_batch_bytes();
