@@ -76,6 +76,23 @@ def reader_for(case, broker, topics):
     return rd
 
 
+def committed_reader_for(case, broker, topics):
+    """A read_committed reader of topics logged in as admin (closed with the case)."""
+    cfg = broker.client_config()
+    rd = TopicReader(cfg.pop("bootstrap.servers"), list(topics),
+                     **{"isolation.level": "read_committed"}, **cfg)
+    case.readers.append(rd)
+    return rd
+
+
+def grant_transactional_id(case, broker):
+    """The case's transactional.id, granted (WRITE, DESCRIBE) to the relay's
+    principal; "<id>.1" is not, so the relay runs with one producer."""
+    tid = "outbox-relay-test." + case.dbname
+    broker.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
+    return tid
+
+
 def start_relay(case, broker, *extra, **kw):
     return case.relay(*(broker.relay_options("relay") + list(extra)),
                       brokers=broker.bootstrap, **kw)
@@ -172,12 +189,8 @@ def test_unauthorized_topic_exactly_once(case, sasl_kafka, log_level):
     and stopped with exit 3 on the abort's INVALID_TXN_STATE, never naming
     the row."""
     topics = setup_topics(case, sasl_kafka, ["allowed"], ["forbidden"], describe_denied=True)
-    tid = "outbox-relay-test." + case.dbname
-    sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
-    cfg = sasl_kafka.client_config()
-    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
-                         **{"isolation.level": "read_committed"}, **cfg)
-    case.readers.append(reader)
+    tid = grant_transactional_id(case, sasl_kafka)
+    reader = committed_reader_for(case, sasl_kafka, topics.values())
     extra = ["-X", "log_level=" + log_level] if log_level else []
     relay = start_relay(case, sasl_kafka, "--exactly-once", "--transactional-id=" + tid, *extra)
     conn = case.connect(autocommit=False)
@@ -314,12 +327,8 @@ def test_unauthorized_topic_dead_letter_exactly_once(case, sasl_kafka):
     row after each arrives once for a read_committed reader."""
     topics = setup_topics(case, sasl_kafka, ["allowed", "dlq"], ["forbidden"])
     dlq = topics["dlq"]
-    tid = "outbox-relay-test." + case.dbname
-    sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
-    cfg = sasl_kafka.client_config()
-    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
-                         **{"isolation.level": "read_committed"}, **cfg)
-    case.readers.append(reader)
+    tid = grant_transactional_id(case, sasl_kafka)
+    reader = committed_reader_for(case, sasl_kafka, topics.values())
     relay = start_relay(case, sasl_kafka, "--exactly-once", "--transactional-id=" + tid,
                         "--on-error=dead-letter", "--dead-letter-topic=" + dlq)
     conn = case.connect(autocommit=False)
@@ -399,12 +408,8 @@ def test_checkpoint_topic_refused_while_running_exactly_once(case, sasl_kafka):
     checkpoints = case.topic("checkpoints")
     sasl_kafka.create_topic(checkpoints, partitions=1, config={"cleanup.policy": "compact"})
     sasl_kafka.grant("relay", [checkpoints], ("WRITE", "READ", "DESCRIBE"))
-    tid = "outbox-relay-test." + case.dbname
-    sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
-    cfg = sasl_kafka.client_config()
-    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
-                         **{"isolation.level": "read_committed"}, **cfg)
-    case.readers.append(reader)
+    tid = grant_transactional_id(case, sasl_kafka)
+    reader = committed_reader_for(case, sasl_kafka, topics.values())
     relay = start_relay(case, sasl_kafka, "--exactly-once", "--transactional-id=" + tid,
                         "--checkpoint-topic=" + checkpoints)
     conn = case.connect(autocommit=False)
@@ -471,13 +476,9 @@ def unreadable_at_reconnect(case, sasl_kafka, exactly_once):
     sasl_kafka.grant("relay", [checkpoints], ("WRITE", "READ", "DESCRIBE"))
     extra = ["--checkpoint-topic=" + checkpoints]
     if exactly_once:
-        tid = "outbox-relay-test." + case.dbname
-        sasl_kafka.grant("relay", ["transactional-id:" + tid], ("WRITE", "DESCRIBE"))
+        tid = grant_transactional_id(case, sasl_kafka)
         extra += ["--exactly-once", "--transactional-id=" + tid]
-    cfg = sasl_kafka.client_config()
-    reader = TopicReader(cfg.pop("bootstrap.servers"), list(topics.values()),
-                         **{"isolation.level": "read_committed"}, **cfg)
-    case.readers.append(reader)
+    reader = committed_reader_for(case, sasl_kafka, topics.values())
     relay = start_relay(case, sasl_kafka, *extra)
     conn = case.connect(autocommit=False)
     first = insert_rows(conn, rows("first", 2))
