@@ -26,6 +26,13 @@ class Commit:
     lsn_before: int         # pg_current_wal_lsn() inside the transaction, just before COMMIT
     lsn_after: int          # pg_current_wal_lsn() right after COMMIT returned
     work_ids: list
+    # pg_current_wal_insert_lsn() just before COMMIT. pg_current_wal_lsn() is
+    # the write position, which can trail the transaction's own records still
+    # in WAL buffers; the commit record starts at or after this one. A slot
+    # confirmed at most here has not passed the transaction, although a
+    # relay may confirm past lsn_before: a keepalive for other databases'
+    # commits written meanwhile moves an idle slot (seen with a 2 MB row).
+    lsn_pre_commit: int = 0
 
     @property
     def xid32(self):
@@ -45,8 +52,8 @@ def in_transaction(conn, statements, commit=True, work_ids=()):
     for sql, params in statements:
         cur.execute(sql, params)
         results.append(cur.fetchone()[0] if cur.description else None)
-    cur.execute("SELECT pg_current_wal_lsn()::text")
-    before = parse_lsn(cur.fetchone()[0])
+    cur.execute("SELECT pg_current_wal_lsn()::text, pg_current_wal_insert_lsn()::text")
+    before, pre_commit = (parse_lsn(v) for v in cur.fetchone())
     if commit:
         conn.commit()
     else:
@@ -54,7 +61,7 @@ def in_transaction(conn, statements, commit=True, work_ids=()):
     cur.execute("SELECT pg_current_wal_lsn()::text")
     after = parse_lsn(cur.fetchone()[0])
     conn.commit()
-    return Commit(xid, before, after, list(work_ids)), results
+    return Commit(xid, before, after, list(work_ids), pre_commit), results
 
 
 def insert_rows(conn, rows, commit=True, extra_sql=()):

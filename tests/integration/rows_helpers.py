@@ -68,8 +68,8 @@ def check_remedies(line, end_lsn):
 
 def assert_not_confirmed_past(case, commit, slot=None):
     """The slot's confirmed_flush_lsn is still before the end of commit's
-    transaction (at most the WAL position just before its COMMIT)."""
+    transaction (at most the WAL insert position just before its COMMIT)."""
     c = case.confirmed(slot)
-    assert c is not None and c <= commit.lsn_before, \
+    assert c is not None and c <= commit.lsn_pre_commit, \
         "slot confirmed %s, past the unpublished transaction (its rows end before %s)" % (
-            None if c is None else format_lsn(c), format_lsn(commit.lsn_before))
+            None if c is None else format_lsn(c), format_lsn(commit.lsn_pre_commit))

@@ -129,7 +129,7 @@ def test_full_inflight_window_still_sends_status(case, broker):
 
         def held():
             s = serving()
-            assert s["confirmed_flush_lsn"] <= stuck[0].lsn_before, format_lsn(
+            assert s["confirmed_flush_lsn"] <= stuck[0].lsn_pre_commit, format_lsn(
                 s["confirmed_flush_lsn"])
         observe(8, held)
         broker.start()

@@ -48,8 +48,8 @@ def run_outage(case, broker, outage):
 
     during = [insert_rows(conn, simple_rows("during-%d" % i, 3)) for i in range(5)]
     # no commit made during the outage may be confirmed: the confirmed LSN must
-    # stay at or before the WAL position just before the first of them
-    limit = during[0].lsn_before
+    # stay at or before the WAL position just before the first one's COMMIT
+    limit = during[0].lsn_pre_commit
     deadline = time.monotonic() + OBSERVE_S
     samples = 0
     while time.monotonic() < deadline:
