@@ -248,8 +248,25 @@ struct producer *producer_free(struct producer *p);
  */
 int producer_fd(const struct producer *p);
 
-/* producer_poll() - serve waiting delivery reports and events; never blocks. Returns how many. */
+/*
+ * producer_poll() - serve waiting delivery reports and events. Never blocks,
+ * but for the first call after producer_hurry(), which holds up to 2 ms
+ * (HURRY_MS) while librdkafka sends. Returns how many it served (not
+ * counting that first call's flush).
+ */
 int producer_poll(struct producer *p);
+
+/*
+ * producer_hurry() - have the next producer_poll() send at once what the
+ * producer of the open transaction holds back for linger.ms (librdkafka's
+ * rd_kafka_flush(), which takes linger.ms as elapsed while it runs), and
+ * make producer_fd() readable so that the next wait returns at once. For
+ * the commit of a Kafka transaction, whose records were all produced: the
+ * last batch, the checkpoint record's at least, need not wait out
+ * linger.ms before the delivery reports the commit waits for. Without
+ * transactions, the one producer's.
+ */
+void producer_hurry(struct producer *p);
 
 /*
  * producer_msg_bytes() - the bytes @m counts in flight: key, value, and each

@@ -60,6 +60,7 @@
 #define EOS_IDLE_CHECKPOINT_MS 1000 /* a checkpoint-only Kafka transaction at most this often */
 #define BUSY_POLL_MS 50           /* a commit in flight: look at it at least this often */
 #define PURGE_AGAIN_MS 100        /* a failed transaction's queue purged again, at most this often */
+#define HURRY_AGAIN_MS 50         /* a commit waiting for delivery reports: producer_hurry() this often */
 
 bool relay_eos_on(const struct relay *r)
 {
@@ -631,7 +632,7 @@ static void begin_commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint6
         x->end_part_rows = part_rows;
         x->end_started_ms = relay_mono_ms();
         x->end_deadline_ms = x->end_started_ms + TXN_MS;
-        x->end_checked_ms = x->end_reported_ms = 0;
+        x->end_checked_ms = x->end_reported_ms = x->end_hurried_ms = 0;
         x->end_ckpt_produced = false;
         x->end_called = false;
         producer_transactional_id(r->prod, x->end_tid, sizeof(x->end_tid));
@@ -731,8 +732,19 @@ static int commit_step(struct relay *r)
         if (ret <= 0)
                 return ret;
         /* Every record's delivery report first, served by the one wait (all of them after a failure too). */
-        if (x->pending > 0 && !r->failure && !r->producer_broken && relay_mono_ms() < x->end_deadline_ms)
+        if (x->pending > 0 && !r->failure && !r->producer_broken && relay_mono_ms() < x->end_deadline_ms) {
+                /*
+                 * Every record of the transaction is produced: none need wait
+                 * out linger.ms (the checkpoint record's batch would, every
+                 * commit). Again while reports are due, in case librdkafka's
+                 * broker thread missed the first flush's window.
+                 */
+                if (!x->failed && relay_mono_ms() - x->end_hurried_ms >= HURRY_AGAIN_MS) {
+                        x->end_hurried_ms = relay_mono_ms();
+                        producer_hurry(r->prod);
+                }
                 return 0;
+        }
         if (!x->end_reported_ms)
                 x->end_reported_ms = relay_mono_ms();
         if (r->failure && r->failure != RELAY_EXIT_DATA) {

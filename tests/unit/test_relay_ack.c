@@ -44,8 +44,11 @@ struct world {
         struct relay_config conf;
         struct relay r;
         int pipefd[2];
-        const char *props[8];
+        const char *props[10];
 };
+
+/* linger.ms of the next world's producer, NULL for the relay's own (5). */
+static const char *world_linger_ms;
 
 static void world_open_eos(struct world *w, const char *on_error, const char *timeout_ms, bool eos)
 {
@@ -90,8 +93,10 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
         /* Nothing the relay decides may come from librdkafka's log lines: there are none. */
         w->props[6] = "log_level";
         w->props[7] = "0";
+        w->props[8] = "linger.ms";
+        w->props[9] = world_linger_ms;
         w->r.prod_opts = (struct producer_options){.brokers = w->conf.brokers, .props = w->props,
-                                                  .nprops = 4, .queue_messages = 1000};
+                                                  .nprops = world_linger_ms ? 5 : 4, .queue_messages = 1000};
         if (eos) {
                 snprintf(w->r.eos.tid, sizeof(w->r.eos.tid), "test-txn");
                 w->r.prod_opts.transactional_id = w->r.eos.tid;
@@ -714,6 +719,35 @@ static void test_eos_failed_transaction_purges_records_put_back(void)
         CHECK_INT(metrics_labels_get(w.r.stats.errors, "MSG_SIZE_TOO_LARGE"), 1);
         CHECK(took < 5000);
         CHECK_INT(ledger_flush_lsn(w.r.ledger), 0);
+        world_close(&w);
+}
+
+/*
+ * A commit does not wait out linger.ms (producer_hurry()): every record of
+ * the Kafka transaction is produced once the commit begins, the checkpoint
+ * record last, and each batch would otherwise leave only when its first
+ * record has waited linger.ms. Here linger.ms is 4 s: the commit takes well
+ * under it (a few ms on the mock cluster), and over 4 s without the hurry.
+ */
+static void test_eos_commit_does_not_wait_out_linger(void)
+{
+        struct world w;
+        int64_t start, took;
+
+        world_linger_ms = "4000";
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        world_linger_ms = NULL;
+        CHECK_INT(produce_eos_row(&w, "linger-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        start = relay_mono_ms();
+        CHECK_INT(flush_eos(&w), 0);
+        took = relay_mono_ms() - start;
+        printf("a commit with linger.ms at 4000 took %" PRId64 " ms\n", took);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK(w.r.watch.ckpt_acked == 0x10);
+        CHECK(took < 2000);
         world_close(&w);
 }
 
@@ -1509,6 +1543,7 @@ int main(void)
         test_refused_batch_with_unreadable_limit_stops();
         test_eos_refused_batch_is_not_the_rows();
         test_eos_failed_transaction_purges_records_put_back();
+        test_eos_commit_does_not_wait_out_linger();
         test_eos_record_too_large_alone();
         test_producer_fits_topics();
         test_record_batch_bytes();
