@@ -60,7 +60,7 @@
 #define EOS_IDLE_CHECKPOINT_MS 1000 /* a checkpoint-only Kafka transaction at most this often */
 #define BUSY_POLL_MS 50           /* a commit in flight: look at it at least this often */
 #define PURGE_AGAIN_MS 100        /* a failed transaction's queue purged again, at most this often */
-#define HURRY_AGAIN_MS 50         /* a commit waiting for delivery reports: producer_hurry() this often */
+#define HURRY_AGAIN_MS 5          /* a commit waiting for delivery reports: producer_hurry() this often */
 
 bool relay_eos_on(const struct relay *r)
 {
@@ -736,8 +736,10 @@ static int commit_step(struct relay *r)
                 /*
                  * Every record of the transaction is produced: none need wait
                  * out linger.ms (the checkpoint record's batch would, every
-                 * commit). Again while reports are due, in case librdkafka's
-                 * broker thread missed the first flush's window.
+                 * commit). Again while reports are due: a partition whose
+                 * AddPartitionsToTxn was not answered when the flush ran
+                 * sends nothing until it is, and then waits out linger.ms
+                 * (counted from its first record) unless a flush runs.
                  */
                 if (!x->failed && relay_mono_ms() - x->end_hurried_ms >= HURRY_AGAIN_MS) {
                         x->end_hurried_ms = relay_mono_ms();
@@ -1066,9 +1068,20 @@ int64_t relay_eos_idle_due_ms(const struct relay *r)
 
         if (!relay_eos_on(r) || !r->eos.open)
                 return -1;
-        /* A commit in flight: at once after EndTxn timed out, else when a report wakes the wait. */
-        if (relay_eos_busy(r))
-                return r->eos.end_called ? 0 : BUSY_POLL_MS;
+        /*
+         * A commit in flight: at once after EndTxn timed out, else when a
+         * report wakes the wait, or at its next producer_hurry().
+         */
+        if (relay_eos_busy(r)) {
+                const struct relay_eos *x = &r->eos;
+
+                if (x->end_called)
+                        return 0;
+                if (x->ending != RELAY_EOS_END_COMMIT || !x->end_ckpt_produced || x->failed || x->pending == 0)
+                        return BUSY_POLL_MS;
+                left = x->end_hurried_ms + HURRY_AGAIN_MS - relay_mono_ms();
+                return left <= 0 ? 0 : left < BUSY_POLL_MS ? left : BUSY_POLL_MS;
+        }
         left = idle_commit_at_ms(r) - relay_mono_ms();
         return left > 0 ? left : 0;
 }
