@@ -1593,6 +1593,19 @@ const char *producer_library_version(void)
         return rd_kafka_version_str();
 }
 
+int64_t producer_linger_ms(const struct producer *p)
+{
+        char buf[64];
+        size_t size = sizeof(buf);
+        double v;
+
+        /* rd_kafka_conf(): the handle's own, every default and -X in it; linger.ms is an alias. */
+        if (rd_kafka_conf_get(rd_kafka_conf(p->txn), "queue.buffering.max.ms", buf, &size) != RD_KAFKA_CONF_OK)
+                return 0;
+        v = strtod(buf, NULL);
+        return v > 0 ? (int64_t)v + (v > (double)(int64_t)v) : 0;
+}
+
 bool producer_paired(const struct producer *p)
 {
         return p->twin != NULL;

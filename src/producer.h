@@ -429,6 +429,13 @@ bool producer_pair_cheap(void);
 const char *producer_library_version(void);
 
 /*
+ * producer_linger_ms() - the producer's linger.ms (queue.buffering.max.ms,
+ * librdkafka's default or -X), rounded up to whole ms: how long a batch may
+ * wait after its first record before it is sent. 0 if it cannot be read.
+ */
+int64_t producer_linger_ms(const struct producer *p);
+
+/*
  * producer_paired() - whether two producers take the Kafka transactions in
  * turn: asked for (transactional_pair) and, once producer_init_transactions()
  * succeeded, not refused.

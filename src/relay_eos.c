@@ -60,7 +60,8 @@
 #define EOS_IDLE_CHECKPOINT_MS 1000 /* a checkpoint-only Kafka transaction at most this often */
 #define BUSY_POLL_MS 50           /* a commit in flight: look at it at least this often */
 #define PURGE_AGAIN_MS 100        /* a failed transaction's queue purged again, at most this often */
-#define HURRY_AGAIN_MS 5          /* a commit waiting for delivery reports: producer_hurry() this often */
+#define HURRY_AGAIN_MS 5          /* a commit waiting for delivery reports: producer_hurry() this often, */
+                                  /* for linger.ms after its last record */
 
 bool relay_eos_on(const struct relay *r)
 {
@@ -99,6 +100,7 @@ int relay_eos_init(struct relay *r)
         r->eos.nknown = 0;
         r->eos.pending = 0;
         r->eos.timeout_ms = producer_transaction_timeout_ms(r->prod);
+        r->eos.linger_ms = producer_linger_ms(r->prod);
         r->eos.failed = false;
         r->eos.ending = RELAY_EOS_END_NONE;
         r->held_back = false;
@@ -720,6 +722,27 @@ static int commit_checkpoint(struct relay *r)
         return 1;
 }
 
+/*
+ * When the commit waiting for delivery reports calls producer_hurry() next,
+ * monotonic ms (at once the first time), or -1: not waiting, or no batch
+ * can be lingering any more. Every record was produced by the time the
+ * checkpoint record was (end_checked_ms), so none lingers past linger.ms
+ * after it.
+ */
+static int64_t next_hurry_ms(const struct relay *r)
+{
+        const struct relay_eos *x = &r->eos;
+        int64_t at;
+
+        if (x->ending != RELAY_EOS_END_COMMIT || !x->end_ckpt_produced || x->end_called || x->failed ||
+            x->pending == 0)
+                return -1;
+        if (!x->end_hurried_ms)
+                return x->end_checked_ms;
+        at = x->end_hurried_ms + HURRY_AGAIN_MS;
+        return at - x->end_checked_ms <= x->linger_ms ? at : -1;
+}
+
 /* One step of the commit (x->ending == RELAY_EOS_END_COMMIT). Returns 0, or -EIO (recorded). */
 static int commit_step(struct relay *r)
 {
@@ -741,7 +764,9 @@ static int commit_step(struct relay *r)
                  * sends nothing until it is, and then waits out linger.ms
                  * (counted from its first record) unless a flush runs.
                  */
-                if (!x->failed && relay_mono_ms() - x->end_hurried_ms >= HURRY_AGAIN_MS) {
+                int64_t at = next_hurry_ms(r);
+
+                if (at >= 0 && relay_mono_ms() >= at) {
                         x->end_hurried_ms = relay_mono_ms();
                         producer_hurry(r->prod);
                 }
@@ -1073,13 +1098,13 @@ int64_t relay_eos_idle_due_ms(const struct relay *r)
          * report wakes the wait, or at its next producer_hurry().
          */
         if (relay_eos_busy(r)) {
-                const struct relay_eos *x = &r->eos;
+                int64_t at = next_hurry_ms(r);
 
-                if (x->end_called)
+                if (r->eos.end_called)
                         return 0;
-                if (x->ending != RELAY_EOS_END_COMMIT || !x->end_ckpt_produced || x->failed || x->pending == 0)
+                if (at < 0)
                         return BUSY_POLL_MS;
-                left = x->end_hurried_ms + HURRY_AGAIN_MS - relay_mono_ms();
+                left = at - relay_mono_ms();
                 return left <= 0 ? 0 : left < BUSY_POLL_MS ? left : BUSY_POLL_MS;
         }
         left = idle_commit_at_ms(r) - relay_mono_ms();

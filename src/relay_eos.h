@@ -54,6 +54,7 @@ struct relay_eos {
         bool aborted;                 /* one was aborted in this session: nothing more is committed */
         int64_t opened_ms;            /* monotonic */
         int64_t timeout_ms;           /* the producer's transaction.timeout.ms */
+        int64_t linger_ms;            /* the producer's linger.ms (producer_linger_ms()) */
         bool holds_whole;             /* the open one holds records of a PostgreSQL transaction read whole */
         uint64_t messages, bytes;     /* records and their bytes in the open one */
         uint64_t pending;             /* records of the open one without a delivery report */
@@ -110,7 +111,7 @@ struct relay_eos {
         uint64_t end_lsn, end_part_end, end_part_rows;  /* the checkpoint the commit writes */
         int64_t end_started_ms, end_deadline_ms;        /* monotonic */
         int64_t end_checked_ms, end_reported_ms;        /* when the slot check and the reports were in */
-        int64_t end_hurried_ms;                         /* when the commit last called producer_hurry() */
+        int64_t end_hurried_ms;                         /* when the commit last called producer_hurry(), 0: not yet */
         bool end_ckpt_produced;       /* the checkpoint record is in the transaction */
         bool end_called;              /* EndTxn was asked for: it can no longer be aborted */
         char end_tid[516];            /* the committing producer's transactional.id (tid, or tid ".1") */

@@ -757,6 +757,41 @@ static void test_eos_commit_does_not_wait_out_linger(int rtt_ms)
         world_close(&w);
 }
 
+/*
+ * The flushes stop once no batch can linger: every record was produced when
+ * the commit began, so past linger.ms (here 10) after it none waits on
+ * linger, and the wait goes back to Kafka's wake-ups and its 50 ms look at
+ * the commit (a broker that is down would otherwise get a flush every 5 ms
+ * until the commit's deadline).
+ */
+static void test_eos_commit_stops_hurrying_after_linger(void)
+{
+        struct world w;
+        int64_t start;
+
+        world_linger_ms = "10";
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        world_linger_ms = NULL;
+        CHECK(w.r.eos.linger_ms == 10);
+        rd_kafka_mock_broker_set_rtt(w.mc, 1, 400);
+        CHECK_INT(produce_eos_row(&w, "linger-2"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        start = relay_mono_ms();
+        CHECK(relay_eos_idle_due_ms(&w.r) <= 5);        /* hurrying: the next flush within 5 ms */
+        while (relay_mono_ms() - start < 100 && w.r.eos.pending > 0) {
+                relay_wait(&w.r, (int)relay_eos_idle_due_ms(&w.r), 0);
+                CHECK_INT(relay_eos_step(&w.r), 0);
+        }
+        CHECK(w.r.eos.pending > 0);     /* the 400 ms round trip is not over */
+        CHECK(relay_eos_idle_due_ms(&w.r) == 50);
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        world_close(&w);
+}
+
 /* A record alone larger than the known limit: the replay applies its policy, the reason names the limit. */
 static void test_eos_record_too_large_alone(void)
 {
@@ -1551,6 +1586,7 @@ int main(void)
         test_eos_failed_transaction_purges_records_put_back();
         test_eos_commit_does_not_wait_out_linger(0);
         test_eos_commit_does_not_wait_out_linger(100);
+        test_eos_commit_stops_hurrying_after_linger();
         test_eos_record_too_large_alone();
         test_producer_fits_topics();
         test_record_batch_bytes();
