@@ -15,6 +15,7 @@ import re
 import psycopg2
 import pytest
 from harness import EXIT_ENV, EXIT_OK, has_ids, insert_rows, run_relay, simple_rows, wait_confirmed
+from harness.outbox import in_transaction
 
 
 def without_guard(case):
@@ -41,8 +42,11 @@ def running(case):
 def test_table_changes_under_a_running_relay(case, ddl, words):
     without_guard(case)
     relay, conn = running(case)
-    before_ddl = case.pg.current_wal_lsn()
-    case.query(ddl)
+    # The bound: the WAL insert position inside the DDL's transaction, just
+    # before its COMMIT. pg_current_wal_lsn() before the DDL is too early: an
+    # idle relay rightly confirms keepalives for other databases' commits
+    # written while the DDL runs, all before the DDL's commit record.
+    before_ddl = in_transaction(conn, [(ddl, None)])[0].lsn_pre_commit
     assert relay.wait(30) == EXIT_ENV, relay.log
     line = [l for l in relay.log.splitlines() if "error:" in l]
     assert line, relay.log
