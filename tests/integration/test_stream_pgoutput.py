@@ -171,10 +171,10 @@ def test_recreated_table_stops_at_its_first_row(case):
     case.query("CREATE TABLE outbox2 (LIKE outbox INCLUDING ALL); DROP TABLE outbox; "
                "ALTER TABLE outbox2 RENAME TO outbox; "
                "ALTER PUBLICATION %s ADD TABLE outbox" % case.slot)
-    # The change itself holds no outbox row, and the slot may move past it.
-    before_row = parse_lsn(case.scalar("SELECT pg_current_wal_lsn()::text"))
-    in_transaction(conn, [("INSERT INTO outbox (work_id, kind, payload) VALUES ('after', 'k', '{}')",
-                           None)])
+    # The change itself holds no outbox row, and the slot may move past it,
+    # up to the row's commit record (keepalives for other databases' commits).
+    before_row = in_transaction(conn, [("INSERT INTO outbox (work_id, kind, payload) VALUES "
+                                        "('after', 'k', '{}')", None)])[0].lsn_pre_commit
     relay.wait(timeout=60)
     assert relay.returncode == EXIT_ENV, relay.log
     assert "is another relation now" in relay.log or "no longer" in relay.log, relay.log
@@ -194,10 +194,10 @@ def test_publication_changed_while_running_stops(case):
     arrive_and_confirm(case, reader, relay, ["in"])
     confirmed = case.confirmed()
     case.query("ALTER PUBLICATION %s DROP TABLE outbox" % case.slot)
-    # The change itself holds no outbox row, and the slot may move past it.
-    before_row = parse_lsn(case.scalar("SELECT pg_current_wal_lsn()::text"))
-    in_transaction(conn, [("INSERT INTO outbox (work_id, kind, payload) VALUES ('out', 'k', '{}')",
-                           None)])
+    # The change itself holds no outbox row, and the slot may move past it,
+    # up to the row's commit record (keepalives for other databases' commits).
+    before_row = in_transaction(conn, [("INSERT INTO outbox (work_id, kind, payload) VALUES "
+                                        "('out', 'k', '{}')", None)])[0].lsn_pre_commit
     relay.wait(timeout=60)
     assert relay.returncode == EXIT_ENV, relay.log
     assert 'publication "%s" no longer lists "public"."outbox" while the relay ran' % case.slot \
