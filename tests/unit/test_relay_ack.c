@@ -785,6 +785,11 @@ static void test_eos_commit_stops_hurrying_after_linger(void)
                 relay_wait(&w.r, (int)relay_eos_idle_due_ms(&w.r), 0);
                 CHECK_INT(relay_eos_step(&w.r), 0);
         }
+        /*
+         * The state as of now: on a loaded machine the loop can end on a
+         * wait that overran, with a flush due that no step has made yet.
+         */
+        CHECK_INT(relay_eos_step(&w.r), 0);
         CHECK(w.r.eos.pending > 0);     /* the 400 ms round trip is not over */
         CHECK(relay_eos_idle_due_ms(&w.r) == 50);
         CHECK_INT(end_eos(&w), 0);
