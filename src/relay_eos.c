@@ -634,7 +634,7 @@ static void begin_commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint6
         x->end_part_rows = part_rows;
         x->end_started_ms = relay_mono_ms();
         x->end_deadline_ms = x->end_started_ms + TXN_MS;
-        x->end_checked_ms = x->end_reported_ms = x->end_hurried_ms = 0;
+        x->end_checked_ms = x->end_reported_ms = x->end_hurried_ms = x->end_produced_ms = 0;
         x->end_ckpt_produced = false;
         x->end_called = false;
         producer_transactional_id(r->prod, x->end_tid, sizeof(x->end_tid));
@@ -719,6 +719,7 @@ static int commit_checkpoint(struct relay *r)
                 return -EIO;
         }
         x->end_ckpt_produced = true;
+        x->end_produced_ms = relay_mono_ms();
         return 1;
 }
 
@@ -726,8 +727,10 @@ static int commit_checkpoint(struct relay *r)
  * When the commit waiting for delivery reports calls producer_hurry() next,
  * monotonic ms (at once the first time), or -1: not waiting, or no batch
  * can be lingering any more. Every record was produced by the time the
- * checkpoint record was (end_checked_ms), so none lingers past linger.ms
- * after it.
+ * checkpoint record was (end_produced_ms), so none lingers past linger.ms
+ * after it. Not counted from the slot check: a probe's delivery or a full
+ * queue can hold the checkpoint record back past linger.ms, and its own
+ * batch then lingers from when it went in.
  */
 static int64_t next_hurry_ms(const struct relay *r)
 {
@@ -738,9 +741,9 @@ static int64_t next_hurry_ms(const struct relay *r)
             x->pending == 0)
                 return -1;
         if (!x->end_hurried_ms)
-                return x->end_checked_ms;
+                return x->end_produced_ms;
         at = x->end_hurried_ms + HURRY_AGAIN_MS;
-        return at - x->end_checked_ms <= x->linger_ms ? at : -1;
+        return at - x->end_produced_ms <= x->linger_ms ? at : -1;
 }
 
 /* One step of the commit (x->ending == RELAY_EOS_END_COMMIT). Returns 0, or -EIO (recorded). */

@@ -797,6 +797,55 @@ static void test_eos_commit_stops_hurrying_after_linger(void)
         world_close(&w);
 }
 
+/*
+ * The flushes' window starts when the checkpoint record is produced, not
+ * when the commit began: librdkafka's queue full (here its 1,000 messages,
+ * held by a linger.ms of 300, then a round trip of 200 ms) keeps the
+ * checkpoint record out until the rows' reports are in, past linger.ms
+ * after the slot check, and that record's own batch may still linger for
+ * linger.ms after it is in. Counted from the slot check, the commit stopped
+ * flushing after the first flush (the next wake-up 50 ms away, not 5).
+ */
+static void test_eos_commit_hurries_from_its_checkpoint_record(void)
+{
+        struct world w;
+        int64_t start, waited;
+        int n = 0, ret;
+
+        world_linger_ms = "300";
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        world_linger_ms = NULL;
+        CHECK(w.r.eos.linger_ms == 300);
+        rd_kafka_mock_broker_set_rtt(w.mc, 1, 200);
+        while ((ret = produce_eos_row(&w, "queue-full")) == 0)
+                n++;
+        CHECK_INT(ret, -EAGAIN);
+        CHECK(n > 900);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        start = relay_mono_ms();
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        CHECK(w.r.eos.end_checked_ms > 0);
+        CHECK(!w.r.eos.end_ckpt_produced);      /* the queue is full */
+        while (relay_mono_ms() - start < 5000 && !w.r.eos.end_ckpt_produced) {
+                relay_wait(&w.r, (int)relay_eos_idle_due_ms(&w.r), 0);
+                CHECK_INT(relay_eos_step(&w.r), 0);
+        }
+        waited = w.r.eos.end_produced_ms - w.r.eos.end_checked_ms;
+        printf("the checkpoint record went in %" PRId64 " ms after the slot check, with %d rows queued\n",
+               waited, n);
+        CHECK(w.r.eos.end_ckpt_produced);
+        CHECK(waited > w.r.eos.linger_ms);
+        CHECK(w.r.eos.pending > 0);
+        CHECK(w.r.eos.end_hurried_ms > 0);      /* the first flush, at once */
+        CHECK(relay_eos_idle_due_ms(&w.r) <= 5);        /* and the next within 5 ms */
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK(w.r.watch.ckpt_acked == 0x10);
+        world_close(&w);
+}
+
 /* A record alone larger than the known limit: the replay applies its policy, the reason names the limit. */
 static void test_eos_record_too_large_alone(void)
 {
@@ -1590,6 +1639,7 @@ int main(void)
         test_eos_refused_batch_is_not_the_rows();
         test_eos_failed_transaction_purges_records_put_back();
         test_eos_commit_does_not_wait_out_linger(0);
+        test_eos_commit_hurries_from_its_checkpoint_record();
         test_eos_commit_does_not_wait_out_linger(100);
         test_eos_commit_stops_hurrying_after_linger();
         test_eos_record_too_large_alone();
