@@ -263,8 +263,9 @@ int producer_poll(struct producer *p);
  * make producer_fd() readable so that the next wait returns at once. For
  * the commit of a Kafka transaction, whose records were all produced: the
  * last batch, the checkpoint record's at least, need not wait out
- * linger.ms before the delivery reports the commit waits for. Without
- * transactions, the one producer's.
+ * linger.ms before the delivery reports the commit waits for. Only the
+ * transactional producer's: without transactions it does nothing but wake
+ * the wait (the idempotent lanes are never flushed).
  */
 void producer_hurry(struct producer *p);
 

@@ -757,7 +757,13 @@ static int commit_step(struct relay *r)
         ret = commit_checkpoint(r);
         if (ret <= 0)
                 return ret;
-        /* Every record's delivery report first, served by the one wait (all of them after a failure too). */
+        /*
+         * Every record's delivery report first, served by the one wait: all
+         * of them for a failed transaction too (x->failed), before its abort.
+         * A recorded stop (r->failure) waits for none: what is open stays
+         * open, or, for a row's stop (RELAY_EXIT_DATA), is committed, and
+         * commit_transaction() fails it if any record of it was refused.
+         */
         if (x->pending > 0 && !r->failure && !r->producer_broken && relay_mono_ms() < x->end_deadline_ms) {
                 /*
                  * Every record of the transaction is produced: none need wait

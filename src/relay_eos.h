@@ -216,9 +216,12 @@ bool relay_eos_timed_out(const struct relay *r, const struct producer_error *e);
 int relay_eos_idle(struct relay *r);
 
 /*
- * relay_eos_idle_due_ms() - ms until relay_eos_idle() would commit the open
- * Kafka transaction (0: now), or -1 when none is open: how long an idle
- * stream may sleep.
+ * relay_eos_idle_due_ms() - how long an idle stream may sleep, in ms: until
+ * relay_eos_idle() would commit the open Kafka transaction (0: now), or -1
+ * when none is open. While a commit is in flight (relay_eos_busy()): 0 once
+ * EndTxn was asked for (relay_eos_step() calls it again), else until its
+ * next producer_hurry() is due, at most BUSY_POLL_MS (50); a delivery
+ * report wakes the wait sooner.
  */
 int64_t relay_eos_idle_due_ms(const struct relay *r);
 
