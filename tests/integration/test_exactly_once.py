@@ -271,6 +271,26 @@ def test_quiet_row_commits_once_acknowledged(case, fixed):
     assert relay.stop() == EXIT_OK, relay.log
 
 
+def test_long_linger_does_not_hold_the_commit(case):
+    """With a long linger.ms (here 3 s: a user's choice for larger batches)
+    a commit has librdkafka send its last batches at once instead of after
+    linger.ms: every record of the Kafka transaction is produced once the
+    checkpoint record is, and the delivery reports the commit waits for
+    would otherwise come only after the checkpoint record's batch had
+    lingered. Before, each quiet row took over 3 s to reach a read_committed
+    consumer (outbox-relay(7): A commit does not wait out a longer
+    linger.ms). The rows' own batch goes at once too: the transaction
+    reaches its time bound before their reports and commits."""
+    coll = collector(case, isolation="read_committed")
+    relay = start_relay(case, *EOS, "-X", "linger.ms=3000")
+    took = receipt_times(case, coll, "linger", 3)
+    say("commit to read_committed receipt with linger.ms=3000: %s s" % ", ".join("%.3f" % t for t in took))
+    assert max(took) < 1.5, (took, relay.log)
+    verify_exactly_once(case, coll, {"linger-%d" % i for i in range(3)}, "eos_long_linger",
+                        relays=[relay])
+    assert relay.stop() == EXIT_OK, relay.log
+
+
 def test_backlog_drains_in_longer_transactions(case):
     """A relay that starts behind (rows committed while it was down) commits
     Kafka transactions as long as the backlog's lag (at most 1 s) while it
