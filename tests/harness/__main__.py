@@ -122,6 +122,11 @@ def cmd_quickstart(args):
     with Environment(keep=args.keep) as env:
         pg, kafka = env.pg, env.kafka
         say("    postgres: %s" % pg.dsn)
+        # Which minor ran, and whether it lists the output plugins it allows (15.19 and later).
+        plugins = pg.scalar("SELECT setting FROM pg_settings WHERE name = 'output_plugin_libraries'")
+        say("    server:   %s; output_plugin_libraries %s" % (
+            pg.scalar("SELECT version()").split(",")[0],
+            "'%s'" % plugins if plugins is not None else "not a parameter (15.18 and older)"))
         say("    kafka:    %s" % kafka.bootstrap)
         say("    logs:     %s" % env.base_dir)
 
