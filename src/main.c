@@ -6,6 +6,7 @@
  * `redrive` and print its result. The only place that exits.
  */
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,6 +56,80 @@ static void on_reload_signal(int sig)
                 /* The pipe is full: the relay will wake up anyway. */
         }
         errno = saved;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CRASH_HANDLER 0           /* AddressSanitizer reports a crash with its own stack trace */
+#else
+#define CRASH_HANDLER 1
+#endif
+
+#define CRASH_FRAMES 64
+
+/* Write @s to stderr from a signal handler. */
+static void crash_write(const char *s)
+{
+        size_t n = strlen(s);
+
+        while (n > 0) {
+                ssize_t w = write(STDERR_FILENO, s, n);
+
+                if (w <= 0)
+                        return;
+                s += w;
+                n -= (size_t)w;
+        }
+}
+
+/*
+ * A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT from an assertion in the
+ * relay or in librdkafka): its stack on stderr, one frame a line as
+ * "binary(function+offset) [address]" (addr2line -e outbox-relay resolves
+ * the offsets of static functions), then the default action, so the process
+ * still dies of the signal (and dumps core where the system is set to).
+ * Only async-signal-safe calls: write(), backtrace() (its library was loaded
+ * at start, in crash_handler_install()) and backtrace_symbols_fd().
+ */
+static void on_crash_signal(int sig)
+{
+        void *frames[CRASH_FRAMES];
+        char num[16];
+        int n = 0, i = (int)sizeof(num) - 1, v = sig;
+
+        num[i] = '\0';
+        do {
+                num[--i] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v > 0 && i > 0);
+        crash_write("outbox-relay: fatal: crashed with signal ");
+        crash_write(num + i);
+        crash_write(sig == SIGSEGV ? " (SIGSEGV)" : sig == SIGBUS ? " (SIGBUS)" : sig == SIGILL ? " (SIGILL)" :
+                    sig == SIGFPE ? " (SIGFPE)" : sig == SIGABRT ? " (SIGABRT)" : "");
+        crash_write("; a restart sends again what the slot has not confirmed. Its stack, to report with "
+                    "outbox-relay --version:\n");
+        n = backtrace(frames, CRASH_FRAMES);
+        backtrace_symbols_fd(frames, n, STDERR_FILENO);
+        /* SA_RESETHAND restored the default action: raised again, it ends the process. */
+        raise(sig);
+}
+
+/* on_crash_signal() for every command, before anything can crash. */
+static void crash_handler_install(void)
+{
+        static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+        struct sigaction sa;
+        void *frame;
+
+        if (!CRASH_HANDLER)
+                return;
+        /* backtrace() loads libgcc_s the first time, which allocates: not in a handler. */
+        (void)backtrace(&frame, 1);
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_crash_signal;
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+                sigaction(sigs[i], &sa, NULL);
 }
 
 /* Level and format of @conf; config_parse() accepted only known names. */
@@ -267,6 +342,7 @@ int main(int argc, char **argv)
         char err[1024];
         int code, r, skip = 0;
 
+        crash_handler_install();
         if (argc > 1 && strcmp(argv[1], "check") == 0) {
                 cmd = CMD_CHECK;
                 skip = 1;
