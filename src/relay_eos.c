@@ -643,7 +643,6 @@ static void begin_commit(struct relay *r, uint64_t lsn, uint64_t part_end, uint6
         x->end_started_ms = relay_mono_ms();
         x->end_deadline_ms = x->end_started_ms + TXN_MS;
         x->end_checked_ms = x->end_reported_ms = x->end_hurried_ms = x->end_produced_ms = 0;
-        x->end_ckpt_produced = false;
         x->end_called = false;
         producer_transactional_id(r->prod, x->end_tid, sizeof(x->end_tid));
 }
@@ -663,7 +662,7 @@ static int commit_checkpoint(struct relay *r)
         struct relay_eos *x = &r->eos;
         int ret;
 
-        if (x->end_ckpt_produced)
+        if (x->end_produced_ms)
                 return 1;
         /*
          * Not before the first round saw the slot where it was read: a checkpoint
@@ -726,7 +725,6 @@ static int commit_checkpoint(struct relay *r)
                 x->ending = RELAY_EOS_END_NONE;
                 return -EIO;
         }
-        x->end_ckpt_produced = true;
         x->end_produced_ms = relay_mono_ms();
         return 1;
 }
@@ -746,7 +744,7 @@ static int64_t next_hurry_ms(const struct relay *r)
         const struct relay_eos *x = &r->eos;
         int64_t at;
 
-        if (x->ending != RELAY_EOS_END_COMMIT || !x->end_ckpt_produced || x->end_called || x->failed ||
+        if (x->ending != RELAY_EOS_END_COMMIT || !x->end_produced_ms || x->end_called || x->failed ||
             x->pending == 0 || x->linger_ms <= HURRY_MIN_LINGER_MS)
                 return -1;
         if (!x->end_hurried_ms)

@@ -111,9 +111,8 @@ struct relay_eos {
         uint64_t end_lsn, end_part_end, end_part_rows;  /* the checkpoint the commit writes */
         int64_t end_started_ms, end_deadline_ms;        /* monotonic */
         int64_t end_checked_ms, end_reported_ms;        /* when the slot check and the reports were in */
-        int64_t end_produced_ms;                        /* when the checkpoint record went in, 0: not yet */
+        int64_t end_produced_ms;                        /* when the checkpoint record went in, 0: not yet in */
         int64_t end_hurried_ms;                         /* when the commit last called producer_hurry(), 0: not yet */
-        bool end_ckpt_produced;       /* the checkpoint record is in the transaction */
         bool end_called;              /* EndTxn was asked for: it can no longer be aborted */
         char end_tid[516];            /* the committing producer's transactional.id (tid, or tid ".1") */
         struct producer_error end_error;  /* the refused produce that began an abort */
