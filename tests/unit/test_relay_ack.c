@@ -723,6 +723,25 @@ static void test_eos_failed_transaction_purges_records_put_back(void)
 }
 
 /*
+ * An open Kafka transaction holding one row (@work_id) of a PostgreSQL
+ * transaction ended at 0x10, its producer's linger.ms @linger_ms (NULL: the
+ * relay's own), the mock broker's round trip @rtt_ms (0: none). Nothing is
+ * committed yet.
+ */
+static void open_one_row_txn(struct world *w, const char *linger_ms, int rtt_ms, const char *work_id)
+{
+        world_linger_ms = linger_ms;
+        open_eos_txn(w, "--on-error=stop", 0x10);
+        world_linger_ms = NULL;
+        if (rtt_ms)
+                rd_kafka_mock_broker_set_rtt(w->mc, 1, rtt_ms);
+        CHECK_INT(produce_eos_row(w, work_id), 0);
+        relay_eos_row_done(&w->r);
+        CHECK(ledger_commit(w->r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w->r, 0x10), 0);
+}
+
+/*
  * A commit does not wait out linger.ms (producer_hurry()): every record of
  * the Kafka transaction is produced once the commit begins, the checkpoint
  * record last, and each batch would otherwise leave only when its first
@@ -738,15 +757,7 @@ static void test_eos_commit_does_not_wait_out_linger(int rtt_ms)
         struct world w;
         int64_t start, took;
 
-        world_linger_ms = "4000";
-        open_eos_txn(&w, "--on-error=stop", 0x10);
-        world_linger_ms = NULL;
-        if (rtt_ms)
-                rd_kafka_mock_broker_set_rtt(w.mc, 1, rtt_ms);
-        CHECK_INT(produce_eos_row(&w, "linger-1"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        open_one_row_txn(&w, "4000", rtt_ms, "linger-1");
         start = relay_mono_ms();
         CHECK_INT(flush_eos(&w), 0);
         took = relay_mono_ms() - start;
@@ -769,15 +780,8 @@ static void test_eos_commit_stops_hurrying_after_linger(void)
         struct world w;
         int64_t start;
 
-        world_linger_ms = "10";
-        open_eos_txn(&w, "--on-error=stop", 0x10);
-        world_linger_ms = NULL;
+        open_one_row_txn(&w, "10", 400, "linger-2");
         CHECK(w.r.eos.linger_ms == 10);
-        rd_kafka_mock_broker_set_rtt(w.mc, 1, 400);
-        CHECK_INT(produce_eos_row(&w, "linger-2"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
         CHECK_INT(relay_eos_flush(&w.r), 0);
         start = relay_mono_ms();
         CHECK(relay_eos_idle_due_ms(&w.r) <= 5);        /* hurrying: the next flush within 5 ms */
@@ -807,13 +811,8 @@ static void test_eos_commit_at_default_linger_does_not_hurry(void)
 {
         struct world w;
 
-        open_eos_txn(&w, "--on-error=stop", 0x10);
+        open_one_row_txn(&w, NULL, 200, "linger-default");
         CHECK(w.r.eos.linger_ms == 5);
-        rd_kafka_mock_broker_set_rtt(w.mc, 1, 200);
-        CHECK_INT(produce_eos_row(&w, "linger-default"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
         CHECK_INT(relay_eos_flush(&w.r), 0);
         CHECK(w.r.eos.end_produced_ms > 0);
         CHECK(w.r.eos.pending > 0);     /* the 200 ms round trip is not over */
