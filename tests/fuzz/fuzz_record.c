@@ -186,14 +186,17 @@ static bool jm_number(struct jm *m)
         return !(m->p < m->end && jm_alnum(*m->p));
 }
 
+/* Leaves m->p where it was unless @w is there as a whole word: the caller tries the next word. */
 static bool jm_word(struct jm *m, const char *w)
 {
         size_t n = strlen(w);
 
         if ((size_t)(m->end - m->p) < n || memcmp(m->p, w, n) != 0)
                 return false;
+        if ((size_t)(m->end - m->p) > n && jm_alnum(m->p[n]))
+                return false;
         m->p += n;
-        return !(m->p < m->end && jm_alnum(*m->p));
+        return true;
 }
 
 static bool jm_value(struct jm *m, int depth)
