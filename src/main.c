@@ -265,7 +265,7 @@ static int run_slot(enum command cmd, const struct relay_config *conf)
                        lsn_format(cr.consistent_lsn, a));
                 if (strcmp(conf->plugin, "auto") == 0)
                         printf("output plugin %s: %s\n", cr.plugin, cr.why);
-                r = relay_checkpoint_new_slot(conf, cr.consistent_lsn, err, sizeof(err));
+                r = relay_checkpoint_new_slot(conf, cr.consistent_lsn, false, err, sizeof(err));
                 if (r < 0) {
                         log_error("%s", err);
                         return r == -EINVAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY;

@@ -831,7 +831,64 @@ static int checkpoint_now(struct relay *r, uint64_t lsn)
         return 0;
 }
 
-int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen)
+/*
+ * Before the new slot's first checkpoint: the newest one of a dropped slot
+ * of that name, below @lsn, says what no slot decoded. Returns 0 (go on and
+ * write), -EINVAL with the failure in @err (refused), -EIO.
+ */
+static int judge_dropped_slot(struct relay *r, uint64_t lsn, bool refuse_older, char *err, size_t errlen)
+{
+        const struct relay_config *conf = r->conf;
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+        struct checkpoint c;
+        bool found = false;
+        int ret;
+
+        ret = relay_watch_read_newest(r, &c, &found, err, errlen);
+        if (ret == -EINVAL) {
+                snprintf(err, errlen, "the slot was created, but the newest checkpoint of a slot of that "
+                         "name cannot be read (see above)");
+                return -EINVAL;
+        }
+        if (ret < 0) {
+                char why[512];
+
+                snprintf(why, sizeof(why), "%s", err);
+                snprintf(err, errlen, "the slot was created, but the newest checkpoint of a slot of that name "
+                         "cannot be read (%s); start again", why);
+                return -EIO;
+        }
+        if (!found || c.lsn == LSN_INVALID || c.lsn >= lsn)
+                return 0;
+        lsn_format(lsn, a);
+        lsn_format(c.lsn, b);
+        if (refuse_older && conf->accept_slot_position != lsn) {
+                snprintf(err, errlen, "replication slot \"%s\" did not exist and was created by this start "
+                         "(--create-slot) at LSN %s, but a relay of a slot of that name published up to LSN "
+                         "%s (its checkpoint, written by %s at %s): that slot was dropped, and the outbox "
+                         "rows committed between LSN %s and %s were decoded by no slot and are not "
+                         "published. The new slot is kept and holds what is committed from now on. Publish "
+                         "the rows committed since the old slot was lost again from the outbox table "
+                         "(outbox-relay(7), \"A lost slot\" under RUNBOOK), then start once with "
+                         "--accept-slot-position=%s; give --create-slot at a relay's first start only",
+                         conf->slot, a, b, c.writer, c.time, b, a, a);
+                return -EINVAL;
+        }
+        if (refuse_older)
+                log_warning("accepting replication slot \"%s\" created by this start at LSN %s in place of "
+                            "a dropped one published up to LSN %s, as requested with "
+                            "--accept-slot-position: rows committed in between are not published by this "
+                            "relay; remove the option after this start", conf->slot, a, b);
+        else
+                log_warning("a relay of a slot named \"%s\" published up to LSN %s (its checkpoint, written "
+                            "by %s at %s): the rows committed between LSN %s and the new slot's %s are not "
+                            "published unless published again from the outbox table (outbox-relay(7), "
+                            "\"A lost slot\" under RUNBOOK)", conf->slot, b, c.writer, c.time, b, a);
+        return 0;
+}
+
+int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, bool refuse_older, char *err,
+                              size_t errlen)
 {
         volatile sig_atomic_t never = 0;
         struct relay r = {.conf = conf, .guarantee = relay_guarantee_of(conf), .on_delivery = relay_on_delivery,
@@ -875,7 +932,19 @@ int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, cha
         /* No mapping: `slot create` streams nothing; the first relay writes its own. */
         r.watch.mapping[0] = r.watch.digest[0] = '\0';
         if (checkpoint_key(r.system_id, r.pre.dbname, conf->slot, r.watch.key, sizeof(r.watch.key)) < 0 ||
-            relay_watch_ensure_topic(&r) < 0 || checkpoint_now(&r, lsn) < 0) {
+            relay_watch_ensure_topic(&r) < 0) {
+                if (r.failure == RELAY_EXIT_ENVIRONMENT)
+                        ret = -EINVAL;
+                snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
+                         "above); a relay started now will refuse the slot until it is accepted with "
+                         "--accept-slot-position", conf->checkpoint_topic);
+                goto out;
+        }
+        ret = judge_dropped_slot(&r, lsn, refuse_older, err, errlen);
+        if (ret < 0)
+                goto out;
+        ret = -EIO;
+        if (checkpoint_now(&r, lsn) < 0) {
                 if (r.failure == RELAY_EXIT_ENVIRONMENT)
                         ret = -EINVAL;
                 snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
@@ -1160,7 +1229,7 @@ static int start(struct relay *r)
          * slot without one is later taken for one whose checkpoint was lost.
          */
         if (r->pre.slot_created &&
-            (ret = relay_checkpoint_new_slot(conf, r->pre.confirmed_flush_lsn, err, sizeof(err))) < 0) {
+            (ret = relay_checkpoint_new_slot(conf, r->pre.confirmed_flush_lsn, true, err, sizeof(err))) < 0) {
                 relay_fail(r, ret == -EINVAL ? RELAY_EXIT_ENVIRONMENT : RELAY_EXIT_RETRY, "%s", err);
                 return r->failure;
         }

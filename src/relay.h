@@ -45,10 +45,16 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
  * the slot of @conf at consistent point @lsn: write its first checkpoint
  * record (topic conf->checkpoint_topic, created if missing) and wait for
  * Kafka's acknowledgement, so that a relay does not take the new slot for
- * one moved by someone else, nor one whose checkpoint was lost. Logs what
- * fails. Returns 0; -EINVAL when no retry cures it (a checkpoint topic that
- * cannot be trusted or created); -EIO; the reason in @err (@errlen bytes).
+ * one moved by someone else, nor one whose checkpoint was lost. A newest
+ * checkpoint below @lsn (a slot of that name was published and dropped:
+ * what was committed in between was decoded by no slot) is not overwritten
+ * when @refuse_older (the relay's --create-slot) unless
+ * conf->accept_slot_position is @lsn; `slot create`, the runbook's step,
+ * overwrites it with a warning. Logs what fails. Returns 0; -EINVAL when
+ * no retry cures it (that older checkpoint, a checkpoint topic that cannot
+ * be trusted or created); -EIO; the reason in @err (@errlen bytes).
  */
-int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, char *err, size_t errlen);
+int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, bool refuse_older, char *err,
+                              size_t errlen);
 
 #endif

@@ -356,6 +356,19 @@ void relay_watch_checkpoint_committed(struct relay *r, uint64_t lsn);
 int relay_watch_verify_topic(struct relay *r, char *err, size_t errlen);
 
 /*
+ * relay_watch_read_newest() - the newest checkpoint record of the slot of
+ * r->conf (key checkpoint_key() of r->system_id, r->pre.dbname), read with
+ * read_committed for up to 30 s: *@ret_found, and the record in *@ret_c
+ * when found (format: checkpoint.h). A missing topic is not found.
+ * Returns 0; -EAGAIN when Kafka did not answer in time (the reason in
+ * @err, @errlen bytes); -EINVAL after recording a failure no retry cures
+ * (a topic that cannot be trusted, a record that is not a checkpoint, a
+ * refused read).
+ */
+int relay_watch_read_newest(struct relay *r, struct checkpoint *ret_c, bool *ret_found, char *err,
+                            size_t errlen);
+
+/*
  * relay_watch_ensure_topic() - `slot create`: the checkpoint topic is there
  * (created with durable settings if missing) and can be trusted. Returns 0
  * or -EIO (recorded).

@@ -290,6 +290,14 @@ static int read_newest(struct relay *r, int timeout_ms, struct checkpoint *c, bo
         return ret < 0 ? -EAGAIN : 0;
 }
 
+int relay_watch_read_newest(struct relay *r, struct checkpoint *ret_c, bool *ret_found, char *err,
+                            size_t errlen)
+{
+        bool no_topic;
+
+        return read_newest(r, CHECKPOINT_READ_MS, ret_c, ret_found, &no_topic, err, errlen);
+}
+
 /* The checkpoint @c, found, comes from a relay with another mapping: stop unless accepted. */
 static int mapping_differs(struct relay *r, const struct checkpoint *c)
 {

@@ -292,9 +292,12 @@ def test_create_warns_of_another_consumer_that_deletes_its_rows(case):
         assert "already holds" not in out, out
         assert 'has other logical slots ("%s")' % old in out, out
         assert "it is empty, yet rows were inserted into it" in out and "--after-slot" in out, out
-        # the relay's own --create-slot says the same
+        # the relay's own --create-slot says the same, on a slot of another name: made
+        # anew under this one's, it would meet this one's checkpoint and stop (exit 3)
         assert case.pg.drop_slot(case.slot)
-        relay = case.relay()
+        own = case.slot + "_own"
+        case.extra_slots.append(own)
+        relay = case.relay(slot=own)
         assert 'has other logical slots ("%s")' % old in relay.log, relay.log
         assert "it is empty, yet rows were inserted into it" in relay.log, relay.log
         assert relay.stop() == EXIT_OK, relay.log

@@ -2,7 +2,10 @@
 """The relay's slot is lost.
 
 - Dropped while the relay is down: a start without --create-slot is exit 3,
-  says why, and creates nothing.
+  says why, and creates nothing. A start with --create-slot left on (as a
+  container's first-start setting stays) makes the slot anew, then stops
+  with exit 3 too: the rows committed between the dropped slot's
+  checkpoint and the new slot were decoded by no slot.
 - Dropped while the relay runs but is disconnected (walsender terminated,
   slot dropped before it reconnects): exit 3, "is gone", and no new slot.
 - Dropped in the middle of the relay's reconnect, after its slot check and
@@ -12,8 +15,14 @@
 What the operator does then is the runbook of outbox-relay(7): test_ops_runbook.py.
 """
 
-from harness import EXIT_ENV, EXIT_OK, run_relay, wait_until
-from harness.faults import Load, collector, heal_broker, say, spare_broker, start_relay
+import pytest
+
+from eos_helpers import EOS
+from harness import (EXIT_ENV, EXIT_OK, format_lsn, insert_rows, run_relay, simple_rows,
+                     wait_confirmed, wait_until)
+from harness.faults import (KIND, Load, collector, heal_broker, say, spare_broker, start_relay,
+                            verify_exactly_once)
+from harness.relay import the_error
 
 
 def test_slot_dropped_while_relay_down(case):
@@ -24,6 +33,49 @@ def test_slot_dropped_while_relay_down(case):
     assert rc == EXIT_ENV, "exit %s without the slot and without --create-slot:\n%s" % (rc, out)
     assert case.slot in out and "does not exist" in out and "--create-slot" in out, out
     assert case.slot_info() is None, "the relay created a slot without --create-slot"
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_slot_dropped_while_relay_down_is_not_made_anew_in_silence(case, mode):
+    """The slot is dropped while the relay is down, rows are committed, and
+    the relay starts again with --create-slot still given. It once made the
+    slot anew at the current WAL and streamed on: the rows in between were
+    lost without a word (found by a test of faults while the relay is down).
+    Now it stops with exit 3 naming both LSNs, keeps the new slot, and runs
+    once the operator republished those rows and accepted the new slot's
+    position. Every row arrives once, for a read_committed consumer."""
+    extra = EOS if mode == "exactly-once" else []
+    coll = collector(case, isolation="read_committed")
+    relay = start_relay(case, *extra)
+    conn = case.connect(autocommit=False)
+    before = insert_rows(conn, simple_rows("before", 2, kind=KIND))
+    wait_until(lambda: set(before.work_ids) <= coll.ids(), 60, what="the rows before", tick=coll.poll)
+    wait_confirmed(case, before.lsn_after)
+    assert relay.stop() == EXIT_OK, relay.log
+
+    assert case.pg.drop_slot(case.slot)
+    gap = insert_rows(conn, simple_rows("gap", 3, kind=KIND))
+    rc, out = run_relay(case.relay_args(*extra), timeout=90)
+    assert rc == EXIT_ENV, "exit %s for a slot made anew over a dropped one:\n%s" % (rc, out)
+    assert case.slot_info() is not None, "the new slot was not kept"
+    start = format_lsn(case.confirmed())
+    error = the_error(out)
+    assert "was created by this start" in error and "decoded by no slot" in error, error
+    assert "--accept-slot-position=%s" % start in error and "A lost slot" in error, error
+    assert error.endswith("first start only"), error
+
+    # the runbook: republish what was committed since the loss, accept the new slot
+    cur = conn.cursor()
+    cur.execute("WITH gone AS (DELETE FROM outbox WHERE work_id = ANY(%s) RETURNING *) "
+                "INSERT INTO outbox SELECT * FROM gone", (gap.work_ids,))
+    assert cur.rowcount == 3
+    conn.commit()
+    relay = start_relay(case, *extra, "--accept-slot-position=" + start, create_slot=False)
+    after = insert_rows(conn, simple_rows("after", 2, kind=KIND))
+    conn.close()
+    verify_exactly_once(case, coll, before.work_ids + gap.work_ids + after.work_ids,
+                        "slot_made_anew_%s" % mode.replace("-", "_"), relays=[relay])
+    assert relay.stop() == EXIT_OK, relay.log
 
 
 DROP_AFTER_TERMINATE = """
