@@ -96,7 +96,9 @@ static const struct opt_def opt_defs[] = {
         {"create-slot", 0, OPT_FLAG, OFF(create_slot), NULL, 0, 0, NULL,
          "create the slot if it does not exist (first start only)", 0,
          "Without it a missing slot is an error (exit 3). Rows already in the outbox when the "
-         "slot is created are not published (the relay warns and counts them)."},
+         "slot is created are not published (the relay warns and counts them). A slot that was "
+         "dropped after a relay published from it is made anew, but the relay then stops (exit 3): "
+         "the rows committed in between were decoded by no slot (outbox-relay(7), \"A lost slot\")."},
         {"after-slot", 0, OPT_SLOT, OFF(after_slot), NULL, 0, 0, "SLOT",
          "slot create and check: the slot of the consumer this relay replaces (Debezium's); "
          "wait until it has confirmed past the new slot's consistent point", OPT_NOFILE,
