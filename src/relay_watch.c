@@ -489,11 +489,8 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                             "requested with --accept-slot-position by %s: transactions committed to "
                             "Kafka after that LSN are published again; remove the option after this "
                             "start", r->conf->slot, a, r->who);
-        } else if (found && s > c->lsn && r->pre.slot_created && !w->judged_once) {
-                log_info("replication slot \"%s\" was created by this start (--create-slot): its "
-                         "checkpoint restarts at LSN %s (the newest was LSN %s, of an earlier slot of "
-                         "that name)", r->conf->slot, a, lsn_format(c->lsn, b));
         } else if (found && s > c->lsn) {
+                /* Not a slot made by this start: relay_checkpoint_new_slot() judged that one. */
                 if (r->conf->accept_slot_position != s) {
                         relay_fail(r, RELAY_EXIT_ENVIRONMENT,
                                    "replication slot \"%s\" is confirmed up to LSN %s, beyond the newest "
