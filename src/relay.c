@@ -932,27 +932,20 @@ int relay_checkpoint_new_slot(const struct relay_config *conf, uint64_t lsn, boo
         /* No mapping: `slot create` streams nothing; the first relay writes its own. */
         r.watch.mapping[0] = r.watch.digest[0] = '\0';
         if (checkpoint_key(r.system_id, r.pre.dbname, conf->slot, r.watch.key, sizeof(r.watch.key)) < 0 ||
-            relay_watch_ensure_topic(&r) < 0) {
-                if (r.failure == RELAY_EXIT_ENVIRONMENT)
-                        ret = -EINVAL;
-                snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
-                         "above); a relay started now will refuse the slot until it is accepted with "
-                         "--accept-slot-position", conf->checkpoint_topic);
-                goto out;
-        }
+            relay_watch_ensure_topic(&r) < 0)
+                goto not_written;
         ret = judge_dropped_slot(&r, lsn, refuse_older, err, errlen);
         if (ret < 0)
                 goto out;
-        ret = -EIO;
-        if (checkpoint_now(&r, lsn) < 0) {
-                if (r.failure == RELAY_EXIT_ENVIRONMENT)
-                        ret = -EINVAL;
-                snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see "
-                         "above); a relay started now will refuse the slot until it is accepted with "
-                         "--accept-slot-position", conf->checkpoint_topic);
+        if (checkpoint_now(&r, lsn) == 0) {
+                ret = 0;
                 goto out;
         }
-        ret = 0;
+not_written:
+        ret = r.failure == RELAY_EXIT_ENVIRONMENT ? -EINVAL : -EIO;
+        snprintf(err, errlen, "cannot write the new slot's checkpoint to topic \"%s\" (see above); a relay "
+                 "started now will refuse the slot until it is accepted with --accept-slot-position",
+                 conf->checkpoint_topic);
 out:
         pgstream_free(pg);
         producer_free(r.prod);
