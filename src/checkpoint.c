@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lsn.h"
 #include "monoclock.h"
@@ -164,6 +165,28 @@ static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const ch
 static bool refused(rd_kafka_resp_err_t e)
 {
         return e == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+}
+
+#define LEADER_RETRY_MS 100  /* between ListOffsets asked again while a partition's leader moves */
+
+/*
+ * ListOffsets errors of a partition whose leader is being elected or moves
+ * (Kafka's protocol: retriable, cured once the client knows the new
+ * leader); librdkafka refreshes its metadata on them.
+ */
+static bool leader_moving(rd_kafka_resp_err_t e)
+{
+        switch (e) {
+        case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+        case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+                return true;
+        default:
+                return false;
+        }
 }
 
 /*
@@ -340,7 +363,21 @@ int checkpoint_read(const struct checkpoint_source *src, const char *key, int ti
                 rd_kafka_conf_destroy(kc);
                 return -EIO;
         }
-        e = rd_kafka_query_watermark_offsets(rk, src->topic, 0, &lo, &hi, timeout_ms);
+        /*
+         * A partition between leaders answers ListOffsets with an error that
+         * a moment cures: a checkpoint topic just created (its leader not yet
+         * elected or known to the broker asked), a leader moving. Asked again
+         * until the deadline, as librdkafka's own fetcher would.
+         */
+        for (;;) {
+                int64_t left = deadline - monoclock_ms();
+
+                e = rd_kafka_query_watermark_offsets(rk, src->topic, 0, &lo, &hi,
+                                                     left > 0 ? (int)left : 1);
+                if (!leader_moving(e) || deadline - monoclock_ms() <= LEADER_RETRY_MS)
+                        break;
+                usleep(LEADER_RETRY_MS * 1000);
+        }
         if (producer_unknown_topic(e)) {
                 *ret_no_topic = true;
                 r = 0;

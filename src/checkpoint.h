@@ -99,7 +99,9 @@ struct checkpoint_source {
  * checkpoint_read() - the newest record of @key in partition 0 of the
  * source's topic, read with isolation.level=read_committed (records of an
  * open or aborted Kafka transaction are not seen), newest offsets first in
- * growing windows, waiting up to @timeout_ms in all. Returns 0 with
+ * growing windows, waiting up to @timeout_ms in all; a partition whose
+ * leader is being elected or moves (a topic just created) is asked again
+ * every 100 ms within that time. Returns 0 with
  * *ret_found and @ret set when found; 0 with *ret_found false when the topic
  * holds none (or does not exist: *ret_no_topic true); -ETIMEDOUT,
  * -EBADMSG (the newest record of @key is not a checkpoint value: its text in

@@ -7,9 +7,14 @@
  * replication cases are here.
  */
 #include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 
 #include "unit_check.h"
 #include "checkpoint.h"
+#include "monoclock.h"
+
+#define KAFKA_API_LIST_OFFSETS 2  /* Kafka protocol ApiKey of ListOffsetsRequest */
 
 #define KAFKA_UNKNOWN_TOPIC_OR_PART 3
 #define KAFKA_TOPIC_AUTHORIZATION_FAILED 29
@@ -130,6 +135,63 @@ static void test_timeline_end(void)
         CHECK_INT(at, 0x10);
 }
 
+/*
+ * checkpoint_read() against librdkafka's mock cluster, whose ListOffsets
+ * answers the errors pushed: @n of @code, then the truth (an empty topic);
+ * @timeout_ms for the read.
+ */
+static int read_through(int n, rd_kafka_resp_err_t code, int timeout_ms, bool *found, bool *no_topic, char *err,
+                        size_t errlen)
+{
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        char kerr[256];
+        rd_kafka_t *rk;
+        rd_kafka_mock_cluster_t *mc;
+        struct checkpoint c;
+        struct checkpoint_source src = {.topic = "cp"};
+        int ret;
+
+        rd_kafka_conf_set(kc, "log_level", "0", kerr, sizeof(kerr));
+        rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, kerr, sizeof(kerr));
+        CHECK(rk != NULL);
+        mc = rd_kafka_mock_cluster_new(rk, 1);
+        rd_kafka_mock_topic_create(mc, "cp", 1, 1);
+        src.brokers = rd_kafka_mock_cluster_bootstraps(mc);
+        for (int i = 0; i < n; i++)
+                rd_kafka_mock_push_request_errors(mc, KAFKA_API_LIST_OFFSETS, 1, code);
+        ret = checkpoint_read(&src, "k", timeout_ms, &c, found, no_topic, err, errlen);
+        rd_kafka_mock_cluster_destroy(mc);
+        rd_kafka_destroy(rk);
+        return ret;
+}
+
+/*
+ * A checkpoint topic the relay has just created has no leader known yet:
+ * ListOffsets answers NOT_LEADER_OR_FOLLOWER for a moment. That is asked
+ * again, not a failed start (CI, stop 42: the relay exited 1 right after
+ * creating the topic). A leader that never comes still ends the read by its
+ * deadline, with librdkafka's reason.
+ */
+static void test_read_while_the_leader_moves(void)
+{
+        bool found = true, no_topic = true;
+        char err[512] = "";
+        int64_t t0;
+
+        CHECK_INT(read_through(3, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, 10000, &found, &no_topic, err,
+                               sizeof(err)), 0);
+        CHECK(!found);
+        CHECK(!no_topic);
+        CHECK_INT(read_through(2, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE, 10000, &found, &no_topic, err,
+                               sizeof(err)), 0);
+        CHECK(!found);
+        t0 = monoclock_ms();
+        CHECK_INT(read_through(1000, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, 1000, &found, &no_topic, err,
+                               sizeof(err)), -EIO);
+        CHECK(monoclock_ms() - t0 < 5000);
+        CHECK(strstr(err, "leader") != NULL);
+}
+
 int main(void)
 {
         test_trusted();
@@ -138,5 +200,6 @@ int main(void)
         test_create_command();
         test_value_round_trip();
         test_timeline_end();
+        test_read_while_the_leader_moves();
         return check_summary();
 }
