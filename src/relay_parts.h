@@ -129,6 +129,14 @@ struct relay_standby {
 };
 
 /* What the relay keeps true while it runs (relay_watch.c). */
+/* A transaction whose commit the relay read: which the next round's snapshot must see. */
+struct relay_decoded {
+        uint32_t xid;                 /* top-level, as decoded */
+        uint64_t end_lsn;             /* LSN just past its commit record */
+};
+/* Read past the verified LSN: at this many the relay reads no more until a round verifies. */
+#define RELAY_DECODED_MAX 65536
+
 struct relay_watch {
         struct pgside *side;          /* the side connection */
         char *schemas, *tables;       /* the configured tables as array literals for the round */
@@ -161,6 +169,8 @@ struct relay_watch {
         uint64_t slot_start_lsn;      /* the slot's confirmed_flush_lsn read before streaming */
         bool slot_checked;            /* the first round saw the slot where it was read */
         char sync_state[16];          /* this walsender's sync_state, as last seen */
+        struct relay_decoded *decoded; /* commits read with end LSN past verified, in commit order */
+        size_t ndecoded, decoded_cap;
 };
 
 /*
@@ -346,6 +356,19 @@ uint64_t relay_watch_checkpoint_target(const struct relay *r);
  * acknowledged checkpoint (the watch's, which it alone writes).
  */
 void relay_watch_checkpoint_committed(struct relay *r, uint64_t lsn);
+
+/*
+ * relay_watch_decoded() - the commit of transaction @xid, ending at @end_lsn
+ * (LSN), was read: no round verifies past it before its snapshot sees the
+ * transaction ended. Returns 0 or -ENOMEM.
+ */
+int relay_watch_decoded(struct relay *r, uint32_t xid, uint64_t end_lsn);
+
+/*
+ * relay_watch_full() - RELAY_DECODED_MAX commits read wait for a round (the
+ * side connection is away or slow): the relay reads no more. Pure.
+ */
+bool relay_watch_full(const struct relay *r);
 
 /*
  * relay_watch_verify_topic() - the checkpoint topic, if it exists, is one

@@ -20,8 +20,13 @@
  * relation (OID), a table, permanent (not UNLOGGED or TEMPORARY), pgoutput's
  * publication unchanged, the slot unmoved since the relay read it, and this
  * relay's walsender not a synchronous standby. A round that passes verifies every LSN received
- * before it was sent. A failed check stops the relay without confirming
- * past the last verified LSN. See relay_parts.h.
+ * before it was sent, up to the first transaction read that its snapshot
+ * does not yet see ended: a commit is decoded and sent as soon as it is
+ * flushed, and is visible to other sessions only once its backend has
+ * left the process array (after waiting for synchronous standbys), so a
+ * catalog read in between sees the catalog from before it (pgsnapshot.h).
+ * A failed check stops the relay without confirming past the last
+ * verified LSN. See relay_parts.h.
  */
 #include <assert.h>
 #include <errno.h>
@@ -33,6 +38,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pgsnapshot.h"
 #include "publication.h"
 #include "relay_parts.h"
 
@@ -74,6 +80,7 @@ int relay_watch_init(struct relay *r)
 void relay_watch_free(struct relay *r)
 {
         r->watch.side = pgside_free(r->watch.side);
+        free(r->watch.decoded);
         free(r->watch.schemas);
         free(r->watch.tables);
 }
@@ -546,6 +553,7 @@ int relay_watch_before_stream(struct relay *r, const struct preflight_slot *slot
         *ret_newest = (struct checkpoint){.lsn = LSN_INVALID};
 
         w->verified = LSN_INVALID;       /* nothing new is confirmed before the first round */
+        w->ndecoded = 0;
         w->slot_start_lsn = slot->confirmed_flush_lsn;
         /*
          * What the server holds now is the floor: after a server restart it can
@@ -789,6 +797,80 @@ static int judge_round(struct relay *r, PGresult *res)
         return 0;
 }
 
+int relay_watch_decoded(struct relay *r, uint32_t xid, uint64_t end_lsn)
+{
+        struct relay_watch *w = &r->watch;
+
+        if (end_lsn <= w->verified)
+                return 0;
+        if (w->ndecoded == w->decoded_cap) {
+                size_t cap = w->decoded_cap ? 2 * w->decoded_cap : 256;
+                struct relay_decoded *d = realloc(w->decoded, cap * sizeof(*d));
+
+                if (!d)
+                        return -ENOMEM;
+                w->decoded = d;
+                w->decoded_cap = cap;
+        }
+        w->decoded[w->ndecoded++] = (struct relay_decoded){.xid = xid, .end_lsn = end_lsn};
+        return 0;
+}
+
+bool relay_watch_full(const struct relay *r)
+{
+        return r->watch.ndecoded >= RELAY_DECODED_MAX;
+}
+
+/*
+ * How far a passed round verifies: up to its LSN, but not to the commit of
+ * a transaction read that the round's snapshot (column 11) still saw in
+ * progress, whose catalog changes the round could not see; the next round
+ * looks again. A walsender that is a synchronous standby is waited for by
+ * every commit, none visible before the relay confirms it: that is logged
+ * as an error already (judge_round()), and the round counts as before.
+ */
+static uint64_t verified_by_round(struct relay *r, PGresult *res)
+{
+        struct relay_watch *w = &r->watch;
+        uint64_t upto = w->round_lsn, before = w->verified;
+        struct pg_snapshot s;
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+
+        if (strcmp(w->sync_state, "sync") == 0 || strcmp(w->sync_state, "quorum") == 0)
+                return upto;
+        if (PQnfields(res) < 12 || PQgetisnull(res, 0, 11) || pgsnap_parse(PQgetvalue(res, 0, 11), &s) < 0) {
+                log_warning("the side connection's catalog check gave no snapshot (%s); nothing new is "
+                            "confirmed until one does", PQnfields(res) < 12 || PQgetisnull(res, 0, 11) ?
+                            "none" : PQgetvalue(res, 0, 11));
+                return w->verified;
+        }
+        for (size_t i = 0; i < w->ndecoded && w->decoded[i].end_lsn <= upto; i++) {
+                if (!pgsnap_ended(&s, w->decoded[i].xid)) {
+                        log_debug("transaction %u ending at LSN %s was read but the catalog check did not "
+                                  "see it ended yet: verified up to LSN %s only", w->decoded[i].xid,
+                                  lsn_format(w->decoded[i].end_lsn, a), lsn_format(before, b));
+                        upto = before;
+                        break;
+                }
+                before = w->decoded[i].end_lsn;
+        }
+        pgsnap_free(&s);
+        return upto;
+}
+
+/* Forget the commits the verified LSN covers. */
+static void prune_decoded(struct relay_watch *w)
+{
+        size_t i = 0;
+
+        while (i < w->ndecoded && w->decoded[i].end_lsn <= w->verified)
+                i++;
+        if (i) {
+                memmove(w->decoded, w->decoded + i, (w->ndecoded - i) * sizeof(*w->decoded));
+                w->ndecoded -= i;
+        }
+}
+
 /* Start a round if one is due. */
 static void maybe_start_round(struct relay *r)
 {
@@ -901,10 +983,15 @@ void relay_watch_serve(struct relay *r)
                 if (w->side_down)
                         log_info("the side connection to the database is back");
                 w->side_down = false;
-                if (judge_round(r, res) == 0 && w->round_lsn > w->verified) {
-                        w->verified = w->round_lsn;
-                        log_debug("verified the outbox tables and the slot up to LSN %s",
-                                  lsn_format(w->verified, (char[LSN_STRLEN]){0}));
+                if (judge_round(r, res) == 0) {
+                        uint64_t upto = verified_by_round(r, res);
+
+                        if (upto > w->verified) {
+                                w->verified = upto;
+                                log_debug("verified the outbox tables and the slot up to LSN %s",
+                                          lsn_format(w->verified, (char[LSN_STRLEN]){0}));
+                                prune_decoded(w);
+                        }
                 }
                 PQclear(res);
                 break;

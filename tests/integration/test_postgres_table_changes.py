@@ -11,10 +11,13 @@ The event trigger is dropped where a test needs the DDL to happen.
 """
 
 import re
+import threading
 
+import harness
 import psycopg2
 import pytest
-from harness import EXIT_ENV, EXIT_OK, has_ids, insert_rows, run_relay, simple_rows, wait_confirmed
+from harness import (EXIT_ENV, EXIT_OK, WaitTimeout, format_lsn, has_ids, insert_rows, parse_lsn, run_relay,
+                     simple_rows, wait_confirmed, wait_until)
 from harness.outbox import in_transaction
 
 
@@ -97,3 +100,67 @@ def test_event_trigger_refuses_the_ddl(case, ddl):
     # harmless DDL passes
     case.query("ALTER TABLE outbox ADD COLUMN note text")
     case.query("ALTER TABLE outbox REPLICA IDENTITY FULL")
+
+
+def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
+    """A commit record is flushed, decoded and sent to the relay before its
+    backend leaves the process array; until then no other session sees its
+    changes, and the catalog check would read the table as it was. CI of
+    162970b caught the relay confirming the LSN of the very ALTER TABLE it
+    stopped for. Here the window is held open: every commit waits for a
+    synchronous standby that does not exist (after its flush, before it is
+    visible), and the transaction renames the table away and inserts a row
+    under the new name. The relay reads that transaction; its round must
+    not verify past it while the rename is unseen. Released, the rename
+    shows, and the relay stops without having confirmed the transaction,
+    so the row inserted in it is not taken for published. The server is
+    this test's own: the setting holds every commit of the cluster."""
+    shared = case.pg
+    own = harness.PostgresServer(case.env.base_dir, name=case.name + "-own")
+    case.pg = own.start()
+    committer = None
+    try:
+        case.setup_db()
+        without_guard(case)
+        relay, conn = running(case)
+        own.query("ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'")
+        own.query("SELECT pg_reload_conf()")
+        conn.commit()     # this session reads the new setting at its next statement
+        cur = conn.cursor()
+        cur.execute("SHOW synchronous_standby_names")
+        assert cur.fetchone()[0] == "no_such_standby"
+        cur.execute("ALTER TABLE outbox RENAME TO outbox_old")
+        cur.execute("INSERT INTO outbox_old (work_id, kind, payload) VALUES ('in-rename', 'order_received', '{}')")
+        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
+        pre_commit = parse_lsn(cur.fetchone()[0])
+        committer = threading.Thread(target=conn.commit)
+        committer.start()
+        # the walsender decoded and sent the commit; other sessions still see "outbox"
+        assert wait_until(lambda: own.query("SELECT coalesce(max(sent_lsn), '0/0') >= %s::pg_lsn "
+                                            "FROM pg_stat_replication", (format_lsn(pre_commit),))[0][0],
+                          30, what="the walsender past the commit")
+        assert own.query("SELECT to_regclass('public.outbox') IS NOT NULL", dbname=case.dbname)[0][0]
+        # rounds every 50 ms, status updates every 100 ms: 3 s is many of each
+        with pytest.raises(WaitTimeout):
+            wait_until(lambda: case.confirmed() > pre_commit, 3, what="a confirmation past it")
+        assert relay.alive, relay.log
+        own.query("ALTER SYSTEM RESET synchronous_standby_names")
+        own.query("SELECT pg_reload_conf()")
+        committer.join(30)
+        assert not committer.is_alive()
+        assert relay.wait(30) == EXIT_ENV, relay.log
+        assert "no longer exists" in relay.log, relay.log
+        assert case.confirmed() <= pre_commit, "confirmed the transaction that renamed the table"
+        conn.close()
+    finally:
+        for r in case.relays:
+            if r.alive:
+                r.kill()
+        if committer is not None and committer.is_alive():
+            own.query("ALTER SYSTEM RESET synchronous_standby_names")
+            own.query("SELECT pg_reload_conf()")
+            committer.join(30)
+        case.pg = shared
+        if own.running:
+            own.stop("immediate")
+        own.remove()
