@@ -59,6 +59,8 @@ int checkpoint_format(const struct checkpoint *c, char *buf, size_t size)
         cJSON_AddStringToObject(o, "mode", c->mode);
         cJSON_AddStringToObject(o, "writer", c->writer);
         cJSON_AddStringToObject(o, "time", c->time);
+        if (c->publication[0])
+                cJSON_AddStringToObject(o, "publication", c->publication);
         text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!text)
@@ -106,6 +108,7 @@ int checkpoint_parse(const char *value, size_t len, struct checkpoint *ret)
         copy_string(o, "mode", c.mode, sizeof(c.mode));
         copy_string(o, "writer", c.writer, sizeof(c.writer));
         copy_string(o, "time", c.time, sizeof(c.time));
+        copy_string(o, "publication", c.publication, sizeof(c.publication));
         *ret = c;
         r = 0;
 out:

@@ -17,7 +17,12 @@
  *   {"version":1,"lsn":"0/1551468","txn_end_lsn":"0/0","txn_rows":0,"timeline":1,
  *    "digest":"8a3f...","mapping":"tables=public.outbox; id=work_id; ...",
  *    "mode":"at-least-once","writer":"host pid 123, outbox-relay 0.2.0",
- *    "time":"2026-12-01T05:38:29.123456Z"}
+ *    "time":"2026-12-01T05:38:29.123456Z","publication":"oid=16412 xmin=790 rels=16413"}
+ *
+ * "publication" (pgoutput only; "" or absent otherwise and from writers of
+ * 0.2.0 and before): the publication the writer streamed through, as the
+ * side connection checks it, so that one changed while no relay ran is
+ * noticed at the next start.
  *
  * This module formats and parses that value and reads the newest record of
  * a key with its own librdkafka consumer (isolation.level read_committed);
@@ -34,7 +39,8 @@
 #include "producer.h"
 
 #define CHECKPOINT_MAPPING_MAX 4096   /* bytes of the mapping text, terminator included */
-#define CHECKPOINT_VALUE_MAX (CHECKPOINT_MAPPING_MAX * 2 + 1024) /* bytes of a formatted value */
+#define CHECKPOINT_PUBLICATION_MAX 512 /* bytes of the publication state, terminator included */
+#define CHECKPOINT_VALUE_MAX (CHECKPOINT_MAPPING_MAX * 2 + 2048) /* bytes of a formatted value */
 
 struct checkpoint {
         uint64_t lsn;          /* LSN: every transaction ending at or before it is published */
@@ -51,6 +57,13 @@ struct checkpoint {
         char mode[16];         /* "at-least-once" or "exactly-once" */
         char writer[160];      /* who wrote it: host, PID, version */
         char time[40];         /* when, RFC 3339 */
+        /*
+         * pgoutput: "oid=<pg_publication.oid> xmin=<its xmin> rels=<each
+         * table's pg_publication_rel.oid, in the configured order>" (the
+         * list replaced by "rels#<checkpoint_digest()>" where it is too long);
+         * "" with wal2json or from an earlier writer.
+         */
+        char publication[CHECKPOINT_PUBLICATION_MAX];
 };
 
 /* checkpoint_digest() - FNV-1a 64 of @text (identity, not security), as 16 hex digits into @buf[17]. */

@@ -236,7 +236,7 @@ static const struct opt_def opt_defs[] = {
          0,
          "Remove it after use."},
         {"accept-config-change", 0, OPT_FLAG, OFF(accept_config_change), NULL, 0, 0, NULL,
-         "operator's remedy: this relay's tables or row mapping changed on purpose", 0,
+         "operator's remedy: this relay's tables or row mapping, or pgoutput's publication, changed on purpose", 0,
          "Remove it after use."},
         {"null-payload", 0, OPT_CHOICE, OFF(null_payload), "error", 0, 0, "error|tombstone",
          "a NULL payload is a row error, or is published as a Kafka tombstone", 0, NULL},

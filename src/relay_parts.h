@@ -442,8 +442,17 @@ uint64_t relay_confirmable_lsn(const struct relay *r);
 const char *relay_confirm_blocked(const struct relay *r);
 
 /*
+ * relay_publication_state() - pgoutput's publication as this session's
+ * preflight read it (r->pre), in the checkpoint's form (struct checkpoint,
+ * publication) into @buf (CHECKPOINT_PUBLICATION_MAX bytes); "" with
+ * wal2json or before a preflight. Pure.
+ */
+void relay_publication_state(const struct relay *r, char buf[CHECKPOINT_PUBLICATION_MAX]);
+
+/*
  * relay_checkpoint_value() - @c (its LSN fields set by the caller) completed
- * with this relay's digest, mapping, @mode, writer and the time now, and
+ * with this relay's digest, mapping, publication state, @mode, writer and
+ * the time now, and
  * formatted into @value (@size bytes, CHECKPOINT_VALUE_MAX suffice). Returns
  * the bytes written, or -EIO after relay_fail() when it does not fit.
  */

@@ -327,6 +327,36 @@ const char *relay_confirm_blocked(const struct relay *r)
         return NULL;
 }
 
+void relay_publication_state(const struct relay *r, char buf[CHECKPOINT_PUBLICATION_MAX])
+{
+        uint64_t h = UINT64_C(14695981039346656037);    /* FNV-1a 64 of the list's text */
+        size_t used;
+        char one[16];
+        int n;
+
+        buf[0] = '\0';
+        if (strcmp(r->pre.plugin, "pgoutput") != 0 || !r->pre.publication_oid || !r->pre.pubrel_oids)
+                return;
+        n = snprintf(buf, CHECKPOINT_PUBLICATION_MAX, "oid=%u xmin=%s rels=", r->pre.publication_oid,
+                     r->pre.publication_xmin);
+        used = (size_t)n;
+        for (size_t i = 0; i < r->conf->ntables; i++) {
+                int k = snprintf(one, sizeof(one), "%s%u", i ? "," : "", r->pre.pubrel_oids[i]);
+
+                for (int b = 0; b < k; b++)
+                        h = (h ^ (unsigned char)one[b]) * UINT64_C(1099511628211);
+                if (used + (size_t)k < CHECKPOINT_PUBLICATION_MAX) {
+                        memcpy(buf + used, one, (size_t)k + 1);
+                        used += (size_t)k;
+                } else {
+                        used = CHECKPOINT_PUBLICATION_MAX;   /* too long: by its digest below */
+                }
+        }
+        if (used >= CHECKPOINT_PUBLICATION_MAX)
+                snprintf(buf, CHECKPOINT_PUBLICATION_MAX, "oid=%u xmin=%s rels#%016" PRIx64,
+                         r->pre.publication_oid, r->pre.publication_xmin, h);
+}
+
 int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mode, char *value, size_t size)
 {
         const struct relay_watch *w = &r->watch;
@@ -335,6 +365,7 @@ int relay_checkpoint_value(struct relay *r, struct checkpoint *c, const char *mo
         c->timeline = r->sys.timeline;
         snprintf(c->digest, sizeof(c->digest), "%s", w->digest);
         snprintf(c->mapping, sizeof(c->mapping), "%s", w->mapping);
+        relay_publication_state(r, c->publication);
         snprintf(c->mode, sizeof(c->mode), "%s", mode);
         snprintf(c->writer, sizeof(c->writer), "%s", w->writer);
         ce_format_time(relay_wall_us(), c->time, sizeof(c->time));

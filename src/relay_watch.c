@@ -324,6 +324,54 @@ static int mapping_differs(struct relay *r, const struct checkpoint *c)
         return -EINVAL;
 }
 
+/*
+ * pgoutput: the publication as this session found it differs from the one
+ * the newest checkpoint @c was written through (its state, "" from a
+ * wal2json relay or an earlier writer, is not compared).
+ */
+static bool publication_changed(const struct relay *r, const struct checkpoint *c)
+{
+        char now[CHECKPOINT_PUBLICATION_MAX];
+
+        if (!c->publication[0])
+                return false;
+        relay_publication_state(r, now);
+        return now[0] && strcmp(now, c->publication) != 0;
+}
+
+/*
+ * The publication changed while no relay of the slot streamed (ALTER
+ * PUBLICATION ... DROP TABLE then ADD TABLE, SET (publish) and back, a row
+ * filter set and removed): pgoutput never sends what it did not publish
+ * then. Stop unless accepted.
+ */
+static int publication_differs(struct relay *r, const struct checkpoint *c)
+{
+        const char *pub = config_publication(r->conf);
+        char now[CHECKPOINT_PUBLICATION_MAX], a[LSN_STRLEN];
+
+        relay_publication_state(r, now);
+        lsn_format(c->lsn, a);
+        if (r->conf->accept_config_change) {
+                log_warning("accepting publication \"%s\" changed since the newest checkpoint of slot \"%s\" "
+                            "(LSN %s: \"%s\", now \"%s\"), as requested with --accept-config-change by %s; "
+                            "remove the option after this start", pub, r->conf->slot, a, c->publication, now,
+                            r->who);
+                return 0;
+        }
+        relay_fail(r, RELAY_EXIT_ENVIRONMENT,
+                   "publication \"%s\" changed since the newest checkpoint of slot \"%s\" (LSN %s, written by "
+                   "%s at %s): it was \"%s\", it is \"%s\" (oid: the publication itself; xmin: its row, "
+                   "changed by ALTER PUBLICATION ... SET, RENAME or OWNER; rels: each table's membership, "
+                   "new when a table was removed and added again or its row filter changed). pgoutput does "
+                   "not send rows inserted while a table was out of the publication or inserts were not "
+                   "published, and never sends them later. Publish the rows committed since LSN %s again "
+                   "from the outbox table (outbox-relay redrive --since), then start once with "
+                   "--accept-config-change", pub, r->conf->slot, a, c->writer, c->time, c->publication, now,
+                   a);
+        return -EINVAL;
+}
+
 /* How often a warm standby reads the slot's newest checkpoint: from soon, doubling, to at most. */
 #define STANDBY_FIRST_CHECK_MS 2000
 #define STANDBY_RECHECK_MS 60000
@@ -440,7 +488,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
         struct relay_watch *w = &r->watch;
         char a[LSN_STRLEN], b[LSN_STRLEN];
         struct checkpoint on_timeline;
-        bool accepted = false;
+        bool accepted = false, pub_changed;
 
         lsn_format(s, a);
         /*
@@ -467,6 +515,7 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                 return -EINVAL;
         if (accepted)
                 c = &on_timeline;
+        pub_changed = found && publication_changed(r, c);
         /* An empty digest: written by `slot create`, which streams nothing; the first relay sets it. */
         if (found && c->digest[0] && strcmp(c->digest, w->digest) != 0) {
                 if (mapping_differs(r, c) < 0)
@@ -474,10 +523,12 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                 log_warning("accepting a new table set or row mapping for slot \"%s\" as requested with "
                             "--accept-config-change by %s (was \"%s\"); remove the option after this "
                             "start", r->conf->slot, r->who, c->mapping);
-        } else if (r->conf->accept_config_change && !w->judged_once) {
+        } else if (r->conf->accept_config_change && !w->judged_once && !pub_changed) {
                 log_warning("--accept-config-change has no effect: the newest checkpoint of slot \"%s\" "
-                            "has this relay's mapping; remove the option", r->conf->slot);
+                            "has this relay's mapping and publication; remove the option", r->conf->slot);
         }
+        if (pub_changed && publication_differs(r, c) < 0)
+                return -EINVAL;
         if (!found && r->conf->exactly_once && !(r->pre.slot_created && !w->judged_once) &&
             r->conf->accept_slot_position != s) {
                 relay_fail(r, RELAY_EXIT_ENVIRONMENT,
@@ -703,7 +754,8 @@ static int check_publication(struct relay *r, PGresult *res)
                    "published, and they are never sent later. Stopping; nothing after LSN %s is "
                    "confirmed. Make the publication the relay's again (`outbox-relay check` gives the SQL; "
                    "it was: %s), publish the rows committed since LSN %s by other means (outbox-relay "
-                   "redrive --since), then restart the relay", pub, what, a, create, a);
+                   "redrive --since), then start the relay once with --accept-config-change", pub, what, a,
+                   create, a);
         return -EINVAL;
 }
 

@@ -16,8 +16,8 @@ The end-to-end core on every major, 14 to 18, is in test_sql_matrix.py.
 
 import pytest
 import harness
-from harness import (EXIT_ENV, EXIT_OK, EXIT_USAGE, arrive_and_confirm, by_id, has_ids, parse_lsn,
-                     read_while_alive, run_relay, wait_confirmed, wait_until)
+from harness import (EXIT_ENV, EXIT_OK, EXIT_USAGE, arrive_and_confirm, by_id, has_ids, insert_rows, parse_lsn,
+                     read_while_alive, run_relay, simple_rows, wait_confirmed, wait_until)
 from harness.outbox import SMALL_WORK_MEM, in_transaction, large_transaction
 
 TYPES_SQL = """
@@ -204,6 +204,55 @@ def test_publication_changed_while_running_stops(case):
         in relay.log, relay.log
     assert "redrive" in relay.log, relay.log
     assert confirmed <= case.confirmed() <= before_row
+    # the table back in the publication is still not the publication the
+    # checkpoint was written through: a restart stops too, until accepted
+    case.query("ALTER PUBLICATION %s ADD TABLE outbox" % case.slot)
+    args = case.relay_args("--plugin", "pgoutput", create_slot=False)
+    rc, out = run_relay(args, timeout=60)
+    assert rc == EXIT_ENV, out
+    assert 'publication "%s" changed since the newest checkpoint' % case.slot in out, out
+    relay = case.relay("--plugin", "pgoutput", "--accept-config-change", create_slot=False)
+    assert "accepting publication" in relay.log, relay.log
+    assert relay.stop() == EXIT_OK, relay.log
+
+
+@pytest.mark.parametrize("change,undo", [
+    ("ALTER PUBLICATION {p} DROP TABLE outbox", "ALTER PUBLICATION {p} ADD TABLE outbox"),
+    ("ALTER PUBLICATION {p} SET (publish = 'update')", "ALTER PUBLICATION {p} SET (publish = 'insert')"),
+    ("ALTER PUBLICATION {p} SET TABLE outbox WHERE (kind <> 'k')", "ALTER PUBLICATION {p} SET TABLE outbox"),
+], ids=["table_out_and_in", "inserts_off_and_on", "row_filter_on_and_off"])
+def test_publication_changed_and_back_while_down_stops_at_start(case, change, undo):
+    """The publication changed and changed back while no relay ran: pgoutput
+    never sends the row inserted in between. The checkpoint names the
+    publication the relay streamed through (its oid, its row's xmin, each
+    table's pg_publication_rel oid), so the next start stops (exit 3)
+    naming both and the remedy, instead of streaming on without the row
+    (a helper found the silent loss). With --accept-config-change, once
+    the row is published again, it streams."""
+    reader = case.reader()
+    relay = case.relay("--plugin", "pgoutput")
+    conn = case.connect(autocommit=False)
+    arrive_and_confirm(case, reader, relay, insert_rows(conn, simple_rows("first", 2)).work_ids)
+    assert relay.stop() == EXIT_OK, relay.log
+    case.query(change.format(p=case.slot))
+    gap = insert_rows(conn, simple_rows("gap", 1))
+    case.query(undo.format(p=case.slot))
+    args = case.relay_args("--plugin", "pgoutput", create_slot=False)
+    rc, out = run_relay(args, timeout=60)
+    assert rc == EXIT_ENV, out
+    error = [l for l in out.splitlines() if "error:" in l][-1]
+    assert 'publication "%s" changed since the newest checkpoint' % case.slot in error, error
+    assert "redrive --since" in error and "--accept-config-change" in error, error
+    assert case.confirmed() < gap.lsn_after, "confirmed past the row pgoutput never sent"
+    relay = case.relay("--plugin", "pgoutput", "--accept-config-change", create_slot=False)
+    after = insert_rows(conn, simple_rows("after", 2))
+    arrive_and_confirm(case, reader, relay, after.work_ids)
+    assert "accepting publication" in relay.log, relay.log
+    assert relay.stop() == EXIT_OK, relay.log
+    # accepted: the next start has nothing to say about it
+    relay = case.relay("--plugin", "pgoutput", create_slot=False)
+    assert "publication" not in "".join(l for l in relay.log.splitlines() if "warning" in l or "error" in l)
+    assert relay.stop() == EXIT_OK, relay.log
 
 
 def test_missing_publication_without_create_slot(case):

@@ -108,10 +108,18 @@ static void test_value_round_trip(void)
         CHECK_INT(back.txn_rows, c.txn_rows);
         CHECK_INT(back.timeline, 7);
         CHECK_STR(back.mode, "exactly-once");
+        CHECK_STR(back.publication, "");
+        CHECK(strstr(buf, "publication") == NULL);   /* wal2json: not written at all */
+        snprintf(c.publication, sizeof(c.publication), "oid=16412 xmin=790 rels=16413,16420");
+        n = checkpoint_format(&c, buf, sizeof(buf));
+        CHECK(n > 0);
+        CHECK_INT(checkpoint_parse(buf, (size_t)n, &back), 0);
+        CHECK_STR(back.publication, "oid=16412 xmin=790 rels=16413,16420");
         CHECK_INT(checkpoint_parse("{\"version\":1}", 13, &back), -EBADMSG);
-        /* A writer before the timeline was recorded: 0, unknown. */
+        /* A writer before the timeline and the publication were recorded: 0 and "", unknown. */
         CHECK_INT(checkpoint_parse("{\"lsn\":\"0/10\"}", 14, &back), 0);
         CHECK_INT(back.timeline, 0);
+        CHECK_STR(back.publication, "");
 }
 
 /* A timeline history file as PostgreSQL writes it (timeline.c, writeTimeLineHistory()). */
