@@ -555,10 +555,13 @@ static int judge_checkpoint(struct relay *r, bool found, const struct checkpoint
                                    "checkpoint of any relay of this slot, LSN %s (written by %s at %s): "
                                    "someone else consumed the slot (pg_logical_slot_get_changes(), "
                                    "pg_replication_slot_advance(), pg_recvlogical, or a relay configured "
-                                   "differently), and the outbox rows committed between LSN %s and %s were "
-                                   "never published by this relay. Publish them again from the outbox table "
-                                   "(outbox-relay(7), \"The checkpoint record\"), then start once with "
-                                   "--accept-slot-position=%s", r->conf->slot, a, lsn_format(c->lsn, b),
+                                   "differently), or it was dropped and made anew at a later LSN (by "
+                                   "--create-slot, `outbox-relay slot create` or "
+                                   "pg_create_logical_replication_slot()), and the outbox rows committed "
+                                   "between LSN %s and %s were never published by this relay. Publish them "
+                                   "again from the outbox table (outbox-relay(7), \"The checkpoint record\" "
+                                   "and \"A lost slot\"), then start once with --accept-slot-position=%s",
+                                   r->conf->slot, a, lsn_format(c->lsn, b),
                                    c->writer, c->time, b, a, a);
                         return -EINVAL;
                 }

@@ -63,6 +63,11 @@ def test_slot_dropped_while_relay_down_is_not_made_anew_in_silence(case, mode):
     assert "was created by this start" in error and "decoded by no slot" in error, error
     assert "--accept-slot-position=%s" % start in error and "A lost slot" in error, error
     assert error.endswith("first start only"), error
+    # started again as it was, it stops again: the slot is past the checkpoint, for the same reason
+    rc, out = run_relay(case.relay_args(*extra), timeout=90)
+    assert rc == EXIT_ENV, out
+    error = the_error(out)
+    assert "dropped and made anew" in error and "--accept-slot-position=%s" % start in error, error
 
     # the runbook: republish what was committed since the loss, accept the new slot
     cur = conn.cursor()
