@@ -102,6 +102,32 @@ def test_event_trigger_refuses_the_ddl(case, ddl):
     case.query("ALTER TABLE outbox REPLICA IDENTITY FULL")
 
 
+def commits_held(own):
+    """After synchronous_standby_names was set and reloaded: a commit waits
+    only once the checkpointer has reloaded too (it publishes the setting to
+    committing backends), which a backend's SHOW does not tell. A probe
+    transaction in database postgres commits until one is seen waiting; it
+    waits until the setting is reset. Returns its thread."""
+    for _ in range(100):
+        c = own.connect()
+        pid = c.cursor()
+        pid.execute("SELECT pg_backend_pid()")
+        pid = pid.fetchone()[0]
+        t = threading.Thread(target=lambda c=c: (c.cursor().execute("SELECT txid_current()"), c.close()))
+        t.start()
+        try:
+            wait_until(lambda: not t.is_alive() or own.query(
+                "SELECT coalesce(bool_or(wait_event = 'SyncRep'), false) FROM pg_stat_activity WHERE pid = %s",
+                (pid,))[0][0], 5,
+                what="the probe commit to end or wait")
+        except WaitTimeout:
+            pass
+        if t.is_alive():
+            return t
+        t.join()
+    raise AssertionError("no commit waited for the standby that synchronous_standby_names names")
+
+
 def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
     """A commit record is flushed, decoded and sent to the relay before its
     backend leaves the process array; until then no other session sees its
@@ -118,13 +144,14 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
     shared = case.pg
     own = harness.PostgresServer(case.env.base_dir, name=case.name + "-own")
     case.pg = own.start()
-    committer = None
+    committer = probe = None
     try:
         case.setup_db()
         without_guard(case)
         relay, conn = running(case)
         own.query("ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'")
         own.query("SELECT pg_reload_conf()")
+        probe = commits_held(own)
         conn.commit()     # this session reads the new setting at its next statement
         cur = conn.cursor()
         cur.execute("SHOW synchronous_standby_names")
@@ -135,6 +162,9 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
         pre_commit = parse_lsn(cur.fetchone()[0])
         committer = threading.Thread(target=conn.commit)
         committer.start()
+        wait_until(lambda: own.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' "
+                                     "AND datname = %s", (case.dbname,))[0][0] == 1, 30,
+                   what="the commit waiting for the standby")
         # the walsender decoded and sent the commit; other sessions still see "outbox"
         assert wait_until(lambda: own.query("SELECT coalesce(max(sent_lsn), '0/0') >= %s::pg_lsn "
                                             "FROM pg_stat_replication", (format_lsn(pre_commit),))[0][0],
@@ -147,7 +177,8 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
         own.query("ALTER SYSTEM RESET synchronous_standby_names")
         own.query("SELECT pg_reload_conf()")
         committer.join(30)
-        assert not committer.is_alive()
+        probe.join(30)
+        assert not committer.is_alive() and not probe.is_alive()
         assert relay.wait(30) == EXIT_ENV, relay.log
         assert "no longer exists" in relay.log, relay.log
         assert case.confirmed() <= pre_commit, "confirmed the transaction that renamed the table"
@@ -156,10 +187,12 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
         for r in case.relays:
             if r.alive:
                 r.kill()
-        if committer is not None and committer.is_alive():
+        if own.running:
             own.query("ALTER SYSTEM RESET synchronous_standby_names")
             own.query("SELECT pg_reload_conf()")
-            committer.join(30)
+        for t in (committer, probe):
+            if t is not None:
+                t.join(30)
         case.pg = shared
         if own.running:
             own.stop("immediate")
