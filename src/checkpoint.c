@@ -21,15 +21,18 @@
 
 #define WINDOW_FIRST 256   /* records read from the end first; the window doubles each time */
 
-void checkpoint_digest(const char *text, char buf[17])
+uint64_t checkpoint_fnv(uint64_t h, const void *p, size_t n)
 {
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
-
-        for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-                h ^= *p;
+        for (const unsigned char *b = p; n--; b++) {
+                h ^= *b;
                 h *= UINT64_C(0x100000001b3);
         }
-        snprintf(buf, 17, "%016" PRIx64, h);
+        return h;
+}
+
+void checkpoint_digest(const char *text, char buf[17])
+{
+        snprintf(buf, 17, "%016" PRIx64, checkpoint_fnv(CHECKPOINT_FNV_START, text, strlen(text)));
 }
 
 int checkpoint_key(const char *system_id, const char *dbname, const char *slot, char *buf, size_t size)

@@ -69,6 +69,15 @@ struct checkpoint {
 /* checkpoint_digest() - FNV-1a 64 of @text (identity, not security), as 16 hex digits into @buf[17]. */
 void checkpoint_digest(const char *text, char buf[17]);
 
+#define CHECKPOINT_FNV_START UINT64_C(0xcbf29ce484222325)  /* FNV-1a 64's offset basis */
+
+/*
+ * checkpoint_fnv() - FNV-1a 64 of @h (CHECKPOINT_FNV_START, or an earlier
+ * call's result) continued over @n bytes at @p: a text hashed in pieces
+ * equals checkpoint_digest() of the whole. Pure.
+ */
+uint64_t checkpoint_fnv(uint64_t h, const void *p, size_t n);
+
 /*
  * checkpoint_key() - "<system_id>/<dbname>/<slot>" into @buf (@size bytes).
  * Returns the length, or -ENOSPC if it does not fit.

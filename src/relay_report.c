@@ -329,7 +329,7 @@ const char *relay_confirm_blocked(const struct relay *r)
 
 void relay_publication_state(const struct relay *r, char buf[CHECKPOINT_PUBLICATION_MAX])
 {
-        uint64_t h = UINT64_C(14695981039346656037);    /* FNV-1a 64 of the list's text */
+        uint64_t h = CHECKPOINT_FNV_START;    /* of the list's text, as checkpoint_digest() */
         size_t used;
         char one[16];
         int n;
@@ -343,8 +343,7 @@ void relay_publication_state(const struct relay *r, char buf[CHECKPOINT_PUBLICAT
         for (size_t i = 0; i < r->conf->ntables; i++) {
                 int k = snprintf(one, sizeof(one), "%s%u", i ? "," : "", r->pre.pubrel_oids[i]);
 
-                for (int b = 0; b < k; b++)
-                        h = (h ^ (unsigned char)one[b]) * UINT64_C(1099511628211);
+                h = checkpoint_fnv(h, one, (size_t)k);
                 if (used + (size_t)k < CHECKPOINT_PUBLICATION_MAX) {
                         memcpy(buf + used, one, (size_t)k + 1);
                         used += (size_t)k;

@@ -7,6 +7,7 @@
  * replication cases are here.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
@@ -122,6 +123,21 @@ static void test_value_round_trip(void)
         CHECK_STR(back.publication, "");
 }
 
+/* FNV-1a 64: the published test vectors, and a text hashed in pieces as a whole. */
+static void test_digest(void)
+{
+        char d[17], whole[17];
+
+        checkpoint_digest("", d);
+        CHECK_STR(d, "cbf29ce484222325");
+        checkpoint_digest("a", d);
+        CHECK_STR(d, "af63dc4c8601ec8c");
+        checkpoint_digest("16413,16420", whole);
+        snprintf(d, sizeof(d), "%016" PRIx64,
+                 checkpoint_fnv(checkpoint_fnv(CHECKPOINT_FNV_START, "16413", 5), ",16420", 6));
+        CHECK_STR(d, whole);
+}
+
 /* A timeline history file as PostgreSQL writes it (timeline.c, writeTimeLineHistory()). */
 static void test_timeline_end(void)
 {
@@ -207,6 +223,7 @@ int main(void)
         test_weak();
         test_create_command();
         test_value_round_trip();
+        test_digest();
         test_timeline_end();
         test_read_while_the_leader_moves();
         return check_summary();
