@@ -8,6 +8,7 @@ If PostgreSQL or Kafka cannot be started the fixtures raise, so every test
 errors: the suite fails, it never skips.
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -159,6 +160,27 @@ class Case:
             f.start()
         for f in fences:
             f.join()
+
+    @contextlib.contextmanager
+    def own_server(self, suffix="own"):
+        """A PostgreSQL server of this test's own as case.pg for the block, for
+        what holds or breaks a whole cluster (a failover, a setting every
+        commit obeys). However the block ends, the relays are killed, case.pg
+        is the shared server again (the case's database lives there) and the
+        server is stopped and removed."""
+        shared = self.pg
+        server = harness.PostgresServer(self.env.base_dir, name="%s-%s" % (self.name, suffix))
+        self.pg = server.start()
+        try:
+            yield server
+        finally:
+            for r in self.relays:
+                if r.alive:
+                    r.kill()
+            self.pg = shared
+            if server.running:
+                server.stop("immediate")
+            server.remove()
 
     def logs(self):
         out = []

@@ -269,59 +269,55 @@ def test_failover_to_a_standby_without_the_checkpointed_wal_stops(case):
     only, and the new timeline's rows arrive once, nothing earlier again.
     The servers are this test's own (a copy of the data directory, taken
     stopped, is the standby that lacks the WAL)."""
-    shared = case.pg
-    primary = harness.PostgresServer(case.env.base_dir, name=case.name + "-primary")
-    case.pg = primary.start()
-    standby = None
-    try:
-        case.setup_db()
-        coll = collector(case, isolation="read_committed")
-        relay = start_relay(case, *EOS)
-        conn = case.connect(autocommit=False)
-        a = insert_rows(conn, [{"work_id": "tl-a", "kind": "fault", "payload": {}}])
-        wait_until(lambda: "tl-a" in coll.ids(), 60, what="the first row", tick=coll.poll)
-        wait_until(lambda: case.confirmed() >= a.lsn_after, 60, what="the slot confirmed")
-        conn.close()
-        assert relay.stop() == 0, relay.log
-        # the standby: the data directory as it is now, never streaming from the primary
-        standby = primary.make_standby(case.name + "-standby", {"primary_conninfo": None})
-        conn = case.connect(autocommit=False)
-        b = insert_rows(conn, [{"work_id": "tl-b-%d" % i, "kind": "fault", "payload": {"pad": os.urandom(1000).hex()}}
-                               for i in range(100)])
-        conn.close()
-        relay = start_relay(case, *EOS, create_slot=False)
-        wait_until(lambda: set(b.work_ids) <= coll.ids(), 60, what="the primary's rows", tick=coll.poll)
-        wait_until(lambda: case.confirmed() >= b.lsn_after, 60, what="the slot confirmed")
-        assert relay.stop() == 0, relay.log
-        covered = case.confirmed()
-        primary.stop()
-        # the failover: timeline 2 branches off where the standby's WAL ends, before the rows b
-        standby.query("SELECT pg_promote()")
-        case.pg = standby
-        conn = case.connect(autocommit=False)
-        n = insert_rows(conn, [{"work_id": "tl-n-%d" % i, "kind": "fault", "payload": {}} for i in range(3)])
-        conn.close()
-        assert n.lsn_after < covered, "the new timeline's rows are not at LSNs the checkpoint covers"
-        slot_lsn = format_lsn(case.confirmed())
+    with case.own_server("primary") as primary:
+        standby = None
+        try:
+            case.setup_db()
+            coll = collector(case, isolation="read_committed")
+            relay = start_relay(case, *EOS)
+            conn = case.connect(autocommit=False)
+            a = insert_rows(conn, [{"work_id": "tl-a", "kind": "fault", "payload": {}}])
+            wait_until(lambda: "tl-a" in coll.ids(), 60, what="the first row", tick=coll.poll)
+            wait_until(lambda: case.confirmed() >= a.lsn_after, 60, what="the slot confirmed")
+            conn.close()
+            assert relay.stop() == 0, relay.log
+            # the standby: the data directory as it is now, never streaming from the primary
+            standby = primary.make_standby(case.name + "-standby", {"primary_conninfo": None})
+            conn = case.connect(autocommit=False)
+            b = insert_rows(conn, [{"work_id": "tl-b-%d" % i, "kind": "fault", "payload": {"pad": os.urandom(1000).hex()}}
+                                   for i in range(100)])
+            conn.close()
+            relay = start_relay(case, *EOS, create_slot=False)
+            wait_until(lambda: set(b.work_ids) <= coll.ids(), 60, what="the primary's rows", tick=coll.poll)
+            wait_until(lambda: case.confirmed() >= b.lsn_after, 60, what="the slot confirmed")
+            assert relay.stop() == 0, relay.log
+            covered = case.confirmed()
+            primary.stop()
+            # the failover: timeline 2 branches off where the standby's WAL ends, before the rows b
+            standby.query("SELECT pg_promote()")
+            case.pg = standby
+            conn = case.connect(autocommit=False)
+            n = insert_rows(conn, [{"work_id": "tl-n-%d" % i, "kind": "fault", "payload": {}} for i in range(3)])
+            conn.close()
+            assert n.lsn_after < covered, "the new timeline's rows are not at LSNs the checkpoint covers"
+            slot_lsn = format_lsn(case.confirmed())
 
-        relay = case.relay(*EOS, create_slot=False, ready=False)
-        assert wait_exit(relay, 60) == EXIT_ENV, relay.log
-        error = the_error(relay.log)
-        assert "timeline 1" in error and "timeline 2" in error, error
-        assert "--accept-slot-position=" + slot_lsn in error, error
+            relay = case.relay(*EOS, create_slot=False, ready=False)
+            assert wait_exit(relay, 60) == EXIT_ENV, relay.log
+            error = the_error(relay.log)
+            assert "timeline 1" in error and "timeline 2" in error, error
+            assert "--accept-slot-position=" + slot_lsn in error, error
 
-        relay = start_relay(case, *EOS, "--accept-slot-position=" + slot_lsn, create_slot=False)
-        verify_exactly_once(case, coll, ["tl-a"] + b.work_ids + n.work_ids, "eos_timeline_switch",
-                            relays=[relay])
-        assert "accepting the switch to timeline 2" in relay.log, relay.log
-        assert relay.stop() == 0, relay.log
-    finally:
-        for r in case.relays:
-            if r.alive:
-                r.kill()
-        case.pg = shared     # the case's database lives there
-        for server in (standby, primary):
-            if server is not None:
-                if server.running:
-                    server.stop("immediate")
-                server.remove()
+            relay = start_relay(case, *EOS, "--accept-slot-position=" + slot_lsn, create_slot=False)
+            verify_exactly_once(case, coll, ["tl-a"] + b.work_ids + n.work_ids, "eos_timeline_switch",
+                                relays=[relay])
+            assert "accepting the switch to timeline 2" in relay.log, relay.log
+            assert relay.stop() == 0, relay.log
+        finally:
+            if standby is not None:
+                for r in case.relays:
+                    if r.alive:
+                        r.kill()
+                if standby.running:
+                    standby.stop("immediate")
+                standby.remove()
