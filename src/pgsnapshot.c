@@ -95,3 +95,10 @@ bool pgsnap_ended(const struct pg_snapshot *s, uint32_t xid)
         }
         return true;
 }
+
+bool pgsnap_before_xmin(const struct pg_snapshot *s, uint32_t xid)
+{
+        if (xid < 3)
+                return true;
+        return (int32_t)(xid - (uint32_t)s->xmin) < 0;
+}

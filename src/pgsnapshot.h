@@ -51,4 +51,18 @@ void pgsnap_free(struct pg_snapshot *s);
  */
 bool pgsnap_ended(const struct pg_snapshot *s, uint32_t xid);
 
+/*
+ * pgsnap_before_xmin() - whether the transaction of 32-bit ID @xid, any
+ * transaction or subtransaction, ended before the snapshot @s was taken,
+ * as far as the snapshot alone can tell: its ID precedes xmin. Between
+ * xmin and xmax an ID that is not listed may still be a running
+ * subtransaction (the list holds top-level IDs only), so it is not
+ * counted as ended. For an ID a row holds (a catalog row's xmax): it is
+ * within 2^31 of xmin (PostgreSQL freezes older ones before wraparound), so
+ * the comparison is modulo 2^32, as TransactionIdPrecedes() in
+ * PostgreSQL's transam.c; IDs 1 and 2 (bootstrap, frozen) precede every
+ * other.
+ */
+bool pgsnap_before_xmin(const struct pg_snapshot *s, uint32_t xid);
+
 #endif

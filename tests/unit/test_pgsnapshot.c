@@ -64,9 +64,32 @@ static void test_ended(void)
         pgsnap_free(&s);
 }
 
+static void test_before_xmin(void)
+{
+        struct pg_snapshot s;
+
+        CHECK_INT(pgsnap_parse("745:750:745,747", &s), 0);
+        CHECK(pgsnap_before_xmin(&s, 744));
+        CHECK(pgsnap_before_xmin(&s, 2));         /* frozen */
+        CHECK(!pgsnap_before_xmin(&s, 745));      /* listed */
+        CHECK(!pgsnap_before_xmin(&s, 746));      /* perhaps a running subtransaction */
+        CHECK(!pgsnap_before_xmin(&s, 750));
+        CHECK(!pgsnap_before_xmin(&s, 760));      /* assigned after the snapshot */
+        pgsnap_free(&s);
+
+        /* xmin in epoch 1: epoch 0's IDs precede it, epoch 1's later ones do not */
+        CHECK_INT(pgsnap_parse("4294967306:4294967310:", &s), 0);
+        CHECK(pgsnap_before_xmin(&s, 4294967290u));
+        CHECK(pgsnap_before_xmin(&s, 9));          /* 4294967305 */
+        CHECK(!pgsnap_before_xmin(&s, 10));        /* xmin itself */
+        CHECK(!pgsnap_before_xmin(&s, 20));        /* after xmax, epoch 1 */
+        pgsnap_free(&s);
+}
+
 int main(void)
 {
         test_parse();
         test_ended();
+        test_before_xmin();
         return check_summary();
 }
