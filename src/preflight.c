@@ -1281,7 +1281,8 @@ void preflight_result_release(struct preflight_result *res)
 
 const char PREFLIGHT_WATCH_SQL[] =
         "SELECT t.i, c.oid, c.relkind, c.relpersistence, s.active_pid, s.confirmed_flush_lsn, "
-        "r.sync_state, p.oid, p.xmin, p.pubinsert, pr.oid, pg_catalog.pg_current_snapshot()::text "
+        "r.sync_state, p.oid, p.xmin, p.pubinsert, pr.oid, pg_catalog.pg_current_snapshot()::text, "
+        "c.xmax, n.xmax, p.xmax, pr.xmax "
         "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(sch, rel, i) "
         "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.sch "
         "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel "

@@ -416,9 +416,14 @@ void preflight_slot_blockers(PGconn *c, char *buf, size_t size);
  * the slot's active_pid and confirmed_flush_lsn and that walsender's
  * sync_state in pg_stat_replication, then pgoutput's publication: its oid,
  * xmin and pubinsert, and per table its pg_publication_rel.oid (NULL when
- * the table is not listed; all four NULL without a publication), and the
+ * the table is not listed; all four NULL without a publication), the
  * statement's own snapshot (pg_current_snapshot(), pgsnapshot.h: which
- * commits its catalog reads saw). Parameters: $1 and $2 the tables' schemas and names as text[] literals
+ * commits its catalog reads saw), and the xmax of the catalog rows it read
+ * (columns 12 to 15: pg_class, pg_namespace, pg_publication,
+ * pg_publication_rel; 0 or NULL when none): the transaction that updated or
+ * deleted the row version the snapshot sees, which that snapshot may not
+ * see ended yet although its commit was sent (heapam's visibility rules:
+ * the version stays visible until its xmax is). Parameters: $1 and $2 the tables' schemas and names as text[] literals
  * (preflight_watch_array()), $3 the slot, $4 the publication (NULL with
  * wal2json). Columns of every supported major (tests/sqlmatrix).
  */

@@ -162,6 +162,8 @@ struct relay_watch {
         int64_t ckpt_sent_ms;         /* monotonic */
         uint64_t verified;            /* LSN up to which a completed round saw everything intact */
         uint64_t round_lsn;           /* LSN the round in flight verifies */
+        int64_t held_since_ms;        /* monotonic: rounds verify nothing since (an unseen catalog change), or 0 */
+        bool held_warned;             /* that lasted HELD_WARN_MS and was logged */
         int64_t last_round_ms;        /* monotonic, when the last round was sent */
         int64_t side_retry_ms;        /* monotonic: no round before this after a lost connection */
         bool side_down;

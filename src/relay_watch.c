@@ -49,6 +49,7 @@
 #define TOPIC_MS 15000            /* creating or describing the checkpoint topic */
 #define CHECKPOINT_RETRY_MS 5000  /* reading it again while Kafka is away */
 #define TOPIC_RECHECK_MS 10000    /* the checkpoint topic's settings again while streaming, this often */
+#define HELD_WARN_MS 30000        /* rounds held back by an unseen catalog change this long say so */
 
 int relay_watch_init(struct relay *r)
 {
@@ -701,6 +702,8 @@ void relay_watch_stream_started(struct relay *r)
         w->topic_next_ms = relay_mono_ms() + TOPIC_RECHECK_MS;
         w->round_lsn = LSN_INVALID;
         w->last_round_ms = 0;
+        w->held_since_ms = 0;
+        w->held_warned = false;
         w->side_retry_ms = 0;
 }
 
@@ -877,19 +880,67 @@ bool relay_watch_full(const struct relay *r)
 }
 
 /*
+ * The first transaction that changed a catalog row the round read (the
+ * xmax of pg_class, pg_namespace, pg_publication and pg_publication_rel
+ * rows, columns 12 to 15) and that the round's snapshot @s cannot show
+ * ended (pgsnap_before_xmin()), or 0; what the row is in @what (@size
+ * bytes). The row version a snapshot reads has an xmax only if the
+ * transaction that updated or deleted it had not ended for that snapshot,
+ * or aborted: such a transaction can have committed below the round's LSN
+ * and still be invisible. The relay may never have read it (pgoutput sends
+ * nothing of a transaction that publishes nothing, as one that takes the
+ * outbox out of the publication and then inserts into it), so the commits
+ * read (relay_watch_decoded()) cannot tell; and it may be a subtransaction,
+ * which the snapshot does not list. Only an xmax older than every
+ * transaction the snapshot saw running is surely ended, and since the row
+ * version is still the visible one, aborted. A row share-locked by two
+ * sessions at once (SELECT ... FOR SHARE on the catalog, which PostgreSQL
+ * itself does not do to these rows) shows a MultiXactId as its xmax, taken
+ * here for a transaction ID.
+ */
+static uint32_t unseen_catalog_change(const struct relay *r, PGresult *res, const struct pg_snapshot *s,
+                                      char *what, size_t size)
+{
+        static const char *const catalogs[] = {"pg_class", "pg_namespace", "pg_publication",
+                                               "pg_publication_rel"};
+
+        if (PQnfields(res) < 16)
+                return 0;
+        for (int i = 0; i < PQntuples(res); i++) {
+                for (int k = 0; k < 4; k++) {
+                        uint32_t xid = PQgetisnull(res, i, 12 + k) ? 0 :
+                                       (uint32_t)strtoul(PQgetvalue(res, i, 12 + k), NULL, 10);
+
+                        if (xid && !pgsnap_before_xmin(s, xid)) {
+                                snprintf(what, size, "the %s row of \"%s\".\"%s\"%s", catalogs[k],
+                                         r->conf->tables[i].schema, r->conf->tables[i].table,
+                                         k == 1 ? " (its schema)" : k == 2 ? " (its publication)" : "");
+                                return xid;
+                        }
+                }
+        }
+        return 0;
+}
+
+/*
  * How far a passed round verifies: up to its LSN, but not to the commit of
  * a transaction read that the round's snapshot (column 11) still saw in
- * progress, whose catalog changes the round could not see; the next round
- * looks again. A walsender that is a synchronous standby is waited for by
- * every commit, none visible before the relay confirms it: that is logged
- * as an error already (judge_round()), and the round counts as before.
+ * progress, whose catalog changes the round could not see, and not at all
+ * while a change of a catalog row it read is unseen
+ * (unseen_catalog_change()); the next round looks again. A walsender that is
+ * a synchronous standby is waited for by every commit, none visible before
+ * the relay confirms it: that is logged as an error already (judge_round()),
+ * and the round counts as before, so that the cluster's commits do not wait
+ * for good.
  */
 static uint64_t verified_by_round(struct relay *r, PGresult *res)
 {
         struct relay_watch *w = &r->watch;
         uint64_t upto = w->round_lsn, before = w->verified;
+        int64_t now = relay_mono_ms();
         struct pg_snapshot s;
-        char a[LSN_STRLEN], b[LSN_STRLEN];
+        char a[LSN_STRLEN], b[LSN_STRLEN], what[300];
+        uint32_t xid;
 
         if (strcmp(w->sync_state, "sync") == 0 || strcmp(w->sync_state, "quorum") == 0)
                 return upto;
@@ -899,6 +950,28 @@ static uint64_t verified_by_round(struct relay *r, PGresult *res)
                             "none" : PQgetvalue(res, 0, 11));
                 return w->verified;
         }
+        xid = unseen_catalog_change(r, res, &s, what, sizeof(what));
+        if (xid) {
+                if (!w->held_since_ms)
+                        w->held_since_ms = now;
+                log_debug("transaction %u changed %s, and the catalog check does not see it ended yet: "
+                          "verified up to LSN %s only", xid, what, lsn_format(before, b));
+                if (!w->held_warned && now - w->held_since_ms >= HELD_WARN_MS) {
+                        log_warning("nothing new has been confirmed for %" PRId64 " s (from LSN %s on): "
+                                    "transaction %u changed %s and has not ended (or its end is not visible "
+                                    "yet), and until it is the relay cannot tell whether the change hides "
+                                    "outbox rows. Commit or roll back that transaction (pg_stat_activity, "
+                                    "pg_prepared_xacts) and confirmation goes on", (now - w->held_since_ms) /
+                                    1000, lsn_format(before, b), xid, what);
+                        w->held_warned = true;
+                }
+                pgsnap_free(&s);
+                return before;
+        }
+        if (w->held_warned)
+                log_info("the change of a catalog row the relay checks has ended: confirming again");
+        w->held_since_ms = 0;
+        w->held_warned = false;
         for (size_t i = 0; i < w->ndecoded && w->decoded[i].end_lsn <= upto; i++) {
                 if (!pgsnap_ended(&s, w->decoded[i].xid)) {
                         log_debug("transaction %u ending at LSN %s was read but the catalog check did not "

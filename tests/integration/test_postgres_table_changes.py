@@ -24,9 +24,9 @@ def without_guard(case):
     case.query("DROP EVENT TRIGGER IF EXISTS outbox_guard")
 
 
-def running(case):
+def running(case, *extra):
     reader = case.reader()
-    relay = case.relay()
+    relay = case.relay(*extra)
     conn = case.connect(autocommit=False)
     c = insert_rows(conn, simple_rows("before", 2))
     assert reader.read_until(has_ids(c.work_ids), 30), relay.log
@@ -57,6 +57,33 @@ def test_table_changes_under_a_running_relay(case, ddl, words):
     assert "nothing after LSN" in line[-1], line[-1]
     # stopped without confirming anything it had not verified before the change
     assert case.confirmed() <= before_ddl, "confirmed past the change"
+    conn.close()
+
+
+def test_an_open_change_of_the_table_holds_confirmation_back_and_says_so(case):
+    """A transaction that altered the outbox table and has not ended: the
+    catalog check reads the table's pg_class row as it was before the
+    change (the row's xmax names the transaction) and cannot tell what the
+    change will hide once committed, so the relay confirms nothing new while
+    it is open (nothing lost, the slot waits), warns after 30 s naming the
+    transaction, and confirms again once it has ended, here rolled back."""
+    relay, conn = running(case)
+    ddl = case.connect(autocommit=False)
+    cur = ddl.cursor()
+    cur.execute("ALTER TABLE outbox ADD COLUMN later text")
+    cur.execute("SELECT txid_current()")
+    xid = cur.fetchone()[0] % 2**32
+    case.query("CREATE TABLE filler (i int)")
+    case.query("INSERT INTO filler VALUES (1)")
+    after = case.pg.current_wal_lsn()
+    wait_until(lambda: "nothing new has been confirmed for" in relay.log, 60, what="the warning")
+    assert 'transaction %d changed the pg_class row of "public"."outbox"' % xid in relay.log, relay.log
+    assert case.confirmed() < after, "confirmed past a change the catalog check could not see"
+    ddl.rollback()
+    wait_confirmed(case, after)
+    wait_until(lambda: "confirming again" in relay.log, 30, what="the relay saying it confirms again")
+    assert relay.alive, relay.log
+    ddl.close()
     conn.close()
 
 
@@ -126,7 +153,12 @@ def commits_held(own):
     raise AssertionError("no commit waited for the standby that synchronous_standby_names names")
 
 
-def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
+@pytest.mark.parametrize("plugin,ddl,table,words", [
+    ("wal2json", "ALTER TABLE outbox RENAME TO outbox_old", "outbox_old", "no longer exists"),
+    ("pgoutput", "ALTER PUBLICATION {slot} DROP TABLE outbox", "outbox", "no longer lists"),
+    ("pgoutput", "ALTER PUBLICATION {slot} SET (publish = 'update')", "outbox", "no longer publishes inserts"),
+], ids=["wal2json-renamed", "pgoutput-unpublished", "pgoutput-no-inserts"])
+def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, ddl, table, words):
     """A commit record is flushed, decoded and sent to the relay before its
     backend leaves the process array; until then no other session sees its
     changes, and the catalog check would read the table as it was. CI of
@@ -139,15 +171,18 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
     unseen. Released, the change shows, and the relay stops without having
     confirmed the transaction, so its row is not taken for published. The
     server is this test's own: the setting holds every commit of the
-    cluster. Not covered (outbox-relay(7)): a pgoutput transaction that
-    publishes nothing at all, which PostgreSQL 15 and later do not send,
-    so the relay never learns its xid."""
+    cluster. With pgoutput the transaction takes the table out of the
+    publication: PostgreSQL 15 and later send nothing of a transaction that
+    publishes nothing, so the relay never learns its xid; the
+    catalog check holds back instead while a catalog row it reads (here
+    pg_publication_rel's or pg_publication's) was changed by a transaction
+    its snapshot does not see ended (the row's xmax)."""
     with case.own_server() as own:
         committer = None
         try:
             case.setup_db()
             without_guard(case)
-            relay, conn = running(case)
+            relay, conn = running(case, "--plugin", plugin)
             own.query("ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'")
             own.query("SELECT pg_reload_conf()")
             commits_held(own)
@@ -155,8 +190,8 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
             cur = conn.cursor()
             cur.execute("SHOW synchronous_standby_names")
             assert cur.fetchone()[0] == "no_such_standby"
-            cur.execute("ALTER TABLE outbox RENAME TO outbox_old")
-            cur.execute("INSERT INTO outbox_old (work_id, kind, payload) VALUES ('held', 'order_received', '{}')")
+            cur.execute(ddl.format(slot=case.slot))
+            cur.execute("INSERT INTO %s (work_id, kind, payload) VALUES ('held', 'order_received', '{}')" % table)
             cur.execute("SELECT pg_current_wal_insert_lsn()::text")
             pre_commit = parse_lsn(cur.fetchone()[0])
             committer = threading.Thread(target=conn.commit)
@@ -168,7 +203,10 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
             assert wait_until(lambda: own.query("SELECT coalesce(max(sent_lsn), '0/0') >= %s::pg_lsn "
                                                 "FROM pg_stat_replication", (format_lsn(pre_commit),))[0][0],
                               30, what="the walsender past the commit")
-            assert own.query("SELECT to_regclass('public.outbox') IS NOT NULL", dbname=case.dbname)[0][0]
+            assert own.query("SELECT to_regclass('public.outbox') IS NOT NULL AND (%s = 'wal2json' OR EXISTS "
+                             "(SELECT FROM pg_publication_tables t JOIN pg_publication p USING (pubname) WHERE pubname = %s "
+                             "AND tablename = 'outbox' AND pubinsert))",
+                             (plugin, case.slot), dbname=case.dbname)[0][0], "the change is visible already"
             # Three standby status updates after that: the relay has read the commit, and its
             # rounds (every 50 ms while something is unverified) have had their say in them.
             replies = {t for (t,) in own.query("SELECT r.reply_time FROM pg_stat_replication r JOIN "
@@ -182,14 +220,14 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case):
                     (case.slot, format_lsn(pre_commit))))
                 return len(replies) >= 4    # the one before and three after
             wait_until(replied, 30, what="three status updates after the commit was sent")
-            assert case.confirmed() <= pre_commit, "confirmed a transaction whose rename no round could see"
+            assert case.confirmed() <= pre_commit, "confirmed a transaction whose change no round could see"
             assert relay.alive, relay.log
             own.query("ALTER SYSTEM RESET synchronous_standby_names")
             own.query("SELECT pg_reload_conf()")
             committer.join(30)
             assert not committer.is_alive()
             assert relay.wait(30) == EXIT_ENV, relay.log
-            assert "no longer exists" in relay.log, relay.log
+            assert words in relay.log, relay.log
             assert case.confirmed() <= pre_commit, "confirmed the transaction that hid its row"
             conn.close()
         finally:
