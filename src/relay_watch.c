@@ -958,11 +958,13 @@ static uint64_t verified_by_round(struct relay *r, PGresult *res)
                           "verified up to LSN %s only", xid, what, lsn_format(before, b));
                 if (!w->held_warned && now - w->held_since_ms >= HELD_WARN_MS) {
                         log_warning("nothing new has been confirmed for %" PRId64 " s (from LSN %s on): "
-                                    "transaction %u changed %s and has not ended (or its end is not visible "
-                                    "yet), and until it is the relay cannot tell whether the change hides "
-                                    "outbox rows. Commit or roll back that transaction (pg_stat_activity, "
-                                    "pg_prepared_xacts) and confirmation goes on", (now - w->held_since_ms) /
-                                    1000, lsn_format(before, b), xid, what);
+                                    "transaction %u changed %s and has not ended, or rolled back while "
+                                    "a transaction older than it still runs (the oldest is %" PRIu64 " in "
+                                    "pg_current_snapshot()'s terms), and until that ends the relay cannot "
+                                    "tell whether the change hides outbox rows. End it (pg_stat_activity "
+                                    "backend_xid and backend_xmin, pg_prepared_xacts) and confirmation goes "
+                                    "on; nothing is lost meanwhile", (now - w->held_since_ms) / 1000,
+                                    lsn_format(before, b), xid, what, s.xmin);
                         w->held_warned = true;
                 }
                 pgsnap_free(&s);
