@@ -89,6 +89,7 @@ static int serve(struct relay *r, short pg_revents, bool read_timer)
         }
         if (r->metrics)
                 metrics_serve(r->metrics);
+        relay_round_serve(r);
         relay_watch_serve(r);
         relay_limit_serve(r);
         if (r->streaming && relay_maybe_send_status(r) < 0) {
@@ -135,7 +136,7 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
                 if (relay_status_due_ms(r) < t)
                         t = relay_status_due_ms(r);
         }
-        relay_watch_poll_fd(r, &pfd[SIDE]);
+        relay_round_poll_fd(r, &pfd[SIDE]);
         /* libmicrohttpd closes idle connections only when it runs: at its deadline too. */
         if (http >= 0 && http < t)
                 t = http;
@@ -381,7 +382,7 @@ static int stream_turn(struct relay *r)
          */
         if (r->fb.server_stopping_ms && relay_confirmable_lsn(r) < r->fb.server_lsn &&
             (relay_mono_ms() - r->fb.server_stopping_ms > STOPPING_GRACE_MS ||
-             (r->watch.side_down && ledger_outstanding(r->ledger) == 0))) {
+             (r->round.side_down && ledger_outstanding(r->ledger) == 0))) {
                 char a[LSN_STRLEN];
 
                 relay_fail(r, RELAY_EXIT_RETRY, "the server is shutting down and %" PRIu64
@@ -755,6 +756,7 @@ static int session(struct relay *r)
         if (relay_eos_on(r) && eos_session(r) < 0)
                 return SESSION_ENDED;
         relay_set_state(r, "checking the slot's checkpoint");
+        relay_round_before_stream(r, &slot);
         if (relay_watch_before_stream(r, &slot, &newest) < 0)
                 return SESSION_ENDED;
         if (relay_eos_on(r))
@@ -789,6 +791,7 @@ static int session(struct relay *r)
         r->streaming = true;
         /* A new socket: every arrival wakes the loop until the rate says otherwise. */
         r->reads = (struct relay_reads){.window_ms = relay_mono_ms()};
+        relay_round_stream_started(r);
         relay_watch_stream_started(r);
         relay_set_state(r, RELAY_STATE_STREAMING);
         relay_note_active(r);
@@ -949,7 +952,6 @@ not_written:
 out:
         pgstream_free(pg);
         producer_free(r.prod);
-        relay_watch_free(&r);
         ledger_free(r.ledger);
         free(r.prod_props);
         return ret;
@@ -1122,7 +1124,7 @@ static int allocate(struct relay *r)
                 .queue_messages = conf->max_inflight_messages + 10000,
                 .statistics = conf->metrics_address != NULL,
         };
-        if (relay_watch_init(r) < 0) {
+        if (relay_watch_init(r) < 0 || relay_round_init(r) < 0) {
                 log_error("out of memory");
                 return RELAY_EXIT_RETRY;
         }
@@ -1284,7 +1286,7 @@ static void finish(struct relay *r)
         relay_pgo_free(&r->pgo);
         record_spec_free(r->spec);
         relay_nacks_free(r);
-        relay_watch_free(r);
+        relay_round_free(r);
         relay_limits_free(r);
         preflight_result_release(&r->pre);
         free(r->prod_props);
@@ -1320,7 +1322,7 @@ int relay_run(const struct relay_config *conf, int stop_fd, volatile sig_atomic_
                 r.pg_session_code = code;
                 r.pg = pgstream_free(r.pg);
                 r.streaming = false;
-                relay_watch_session_ended(&r);
+                relay_round_session_ended(&r);
                 if (r.failure && r.failure != RELAY_EXIT_RETRY)
                         break;
                 if (*stop && !r.failure)

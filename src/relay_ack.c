@@ -23,7 +23,7 @@ bool relay_backpressured(const struct relay *r)
 {
         return (int64_t)ledger_outstanding(r->ledger) >= r->conf->max_inflight_messages ||
                (int64_t)producer_inflight_bytes(r->prod) >= r->conf->max_inflight_bytes ||
-               r->kafka_full || relay_limit_asking(r) || r->nacks.n > 0 || relay_watch_full(r);
+               r->kafka_full || relay_limit_asking(r) || r->nacks.n > 0 || relay_round_full(r);
 }
 
 int relay_produce(struct relay *r, const struct producer_msg *m, struct producer_error *ret_error)

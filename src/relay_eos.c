@@ -668,7 +668,7 @@ static int commit_checkpoint(struct relay *r)
          * Not before the first round saw the slot where it was read: a checkpoint
          * past a slot that someone moved meanwhile would hide the move.
          */
-        if (!r->watch.slot_checked) {
+        if (!r->round.slot_checked) {
                 if (!r->failure && r->streaming && relay_mono_ms() < x->end_deadline_ms)
                         return 0;
                 if (!r->failure)
@@ -1181,7 +1181,7 @@ void relay_eos_resume(struct relay *r, const struct checkpoint *c)
         x->committed_part_end = c->txn_end_lsn;
         x->committed_part_rows = c->txn_rows;
         /* Everything up to the slot's position is done too: a checkpoint never claims less. */
-        x->last_end = c->lsn > r->watch.slot_start_lsn ? c->lsn : r->watch.slot_start_lsn;
+        x->last_end = c->lsn > r->round.slot_start_lsn ? c->lsn : r->round.slot_start_lsn;
         x->part_rows = 0;
 }
 

@@ -19,7 +19,9 @@
  *   relay_limit.c   topics' max.message.bytes, and a producer whose record
  *                   batches fit them (its own header, relay_limit.h)
  *   relay_watch.c   what it keeps true while it runs: the checkpoint
- *                   record's verdicts, the side connection's catalog checks
+ *                   record's verdicts, the checkpoint chase
+ *   relay_round.c   the side connection's round of catalog checks: how
+ *                   far the relay may confirm (the verified LSN)
  *   relay_guarantee.c  the row path's hooks: at-least-once, exactly-once
  *   relay_eos.c     --exactly-once: how transactions become Kafka
  *                   transactions with their checkpoint (its own header,
@@ -128,7 +130,7 @@ struct relay_standby {
         int64_t logged_ms;         /* monotonic: the last line about it */
 };
 
-/* What the relay keeps true while it runs (relay_watch.c). */
+/* The side connection's round (relay_round.c). */
 /* A transaction whose commit the relay read: which the next round's snapshot must see. */
 struct relay_decoded {
         uint32_t xid;                 /* top-level, as decoded */
@@ -137,9 +139,26 @@ struct relay_decoded {
 /* Read past the verified LSN: at this many the relay reads no more until a round verifies. */
 #define RELAY_DECODED_MAX 65536
 
-struct relay_watch {
+struct relay_round {
         struct pgside *side;          /* the side connection */
         char *schemas, *tables;       /* the configured tables as array literals for the round */
+        uint64_t verified;            /* LSN up to which a completed round saw everything intact */
+        uint64_t round_lsn;           /* LSN the round in flight verifies */
+        int64_t held_since_ms;        /* monotonic: rounds verify nothing since (an unseen catalog change), or 0 */
+        bool held_warned;             /* that lasted HELD_WARN_MS and was logged */
+        int64_t last_round_ms;        /* monotonic, when the last round was sent */
+        int64_t side_retry_ms;        /* monotonic: no round before this after a lost connection */
+        bool side_down;
+        int walsender_pid;            /* of this relay's replication connection */
+        uint64_t slot_start_lsn;      /* the slot's confirmed_flush_lsn read before streaming */
+        bool slot_checked;            /* the first round saw the slot where it was read */
+        char sync_state[16];          /* this walsender's sync_state, as last seen */
+        struct relay_decoded *decoded; /* commits read with end LSN past verified, in commit order */
+        size_t ndecoded, decoded_cap;
+};
+
+/* What the relay keeps true while it runs: the checkpoint (relay_watch.c). */
+struct relay_watch {
         struct checkpoint_source src;
         char key[512];                /* the checkpoint key: system identifier/database/slot */
         char mapping[CHECKPOINT_MAPPING_MAX];
@@ -160,19 +179,6 @@ struct relay_watch {
         uint64_t ckpt_inflight_seq;   /* its ticket sequence */
         uint64_t ckpt_seq;
         int64_t ckpt_sent_ms;         /* monotonic */
-        uint64_t verified;            /* LSN up to which a completed round saw everything intact */
-        uint64_t round_lsn;           /* LSN the round in flight verifies */
-        int64_t held_since_ms;        /* monotonic: rounds verify nothing since (an unseen catalog change), or 0 */
-        bool held_warned;             /* that lasted HELD_WARN_MS and was logged */
-        int64_t last_round_ms;        /* monotonic, when the last round was sent */
-        int64_t side_retry_ms;        /* monotonic: no round before this after a lost connection */
-        bool side_down;
-        int walsender_pid;            /* of this relay's replication connection */
-        uint64_t slot_start_lsn;      /* the slot's confirmed_flush_lsn read before streaming */
-        bool slot_checked;            /* the first round saw the slot where it was read */
-        char sync_state[16];          /* this walsender's sync_state, as last seen */
-        struct relay_decoded *decoded; /* commits read with end LSN past verified, in commit order */
-        size_t ndecoded, decoded_cap;
 };
 
 /*
@@ -252,6 +258,7 @@ struct relay {
         struct relay_limits limits;
         struct relay_nacks nacks;
         struct relay_watch watch;
+        struct relay_round round;
         struct relay_eos eos;
         struct relay_stage stage;
         struct relay_reads reads;
@@ -322,13 +329,62 @@ void relay_handle_record(struct relay *r, const struct w2j_record *rec, uint64_t
 size_t relay_headers(struct relay *r, const struct w2j_record *rec, const struct outbox_row *row,
                      struct producer_header *h, char *source, size_t source_size);
 
+/* relay_round.c: the side connection's round */
+
+/* relay_round_init() - the side connection (not yet connected). Returns 0 or -ENOMEM. */
+int relay_round_init(struct relay *r);
+
+/* relay_round_free() - close the side connection and free what init made. */
+void relay_round_free(struct relay *r);
+
+/*
+ * relay_round_before_stream() - a session begins from @slot (just read):
+ * nothing is verified until its first round, which also checks that the
+ * slot is still at the confirmed_flush_lsn (LSN) read.
+ */
+void relay_round_before_stream(struct relay *r, const struct preflight_slot *slot);
+
+/* relay_round_stream_started() - START_REPLICATION succeeded: rounds begin. */
+void relay_round_stream_started(struct relay *r);
+
+/*
+ * relay_round_session_ended() - the session is over and nobody drives the
+ * side connection until the next stream: close a connection attempt or a
+ * round in progress (pgside_abandon()), so that it holds no backend up.
+ */
+void relay_round_session_ended(struct relay *r);
+
+/* relay_round_poll_fd() - the side connection's descriptor and events for relay_wait()'s poll(). */
+void relay_round_poll_fd(const struct relay *r, struct pollfd *pfd);
+
+/*
+ * relay_round_serve() - after poll(): take a round's result if it is there,
+ * then send the next round (PREFLIGHT_WATCH_SQL, without waiting) if one is
+ * due: at most every 50 ms while something received is not verified, at
+ * least every status interval. A passed round moves r->round.verified
+ * (LSN); a failed check records the failure (relay_fail(), exit 3) without
+ * verifying more; a lost connection verifies nothing until it is back.
+ * Nothing after a failure other than a row's. Never waits.
+ */
+void relay_round_serve(struct relay *r);
+
+/*
+ * relay_round_decoded() - the commit of transaction @xid, ending at @end_lsn
+ * (LSN), was read: no round verifies past it before its snapshot sees the
+ * transaction ended. Returns 0 or -ENOMEM.
+ */
+int relay_round_decoded(struct relay *r, uint32_t xid, uint64_t end_lsn);
+
+/*
+ * relay_round_full() - RELAY_DECODED_MAX commits read wait for a round (the
+ * side connection is away or slow): the relay reads no more. Pure.
+ */
+bool relay_round_full(const struct relay *r);
+
 /* relay_watch.c: what the relay keeps true */
 
-/* relay_watch_init() - the mapping and its digest, the side connection. Returns 0 or -ENOMEM. */
+/* relay_watch_init() - the mapping and its digest. Returns 0. */
 int relay_watch_init(struct relay *r);
-
-/* relay_watch_free() - close the side connection and free what init made. */
-void relay_watch_free(struct relay *r);
 
 /*
  * relay_watch_before_stream() - before START_REPLICATION: compare the slot
@@ -358,19 +414,6 @@ uint64_t relay_watch_checkpoint_target(const struct relay *r);
  * acknowledged checkpoint (the watch's, which it alone writes).
  */
 void relay_watch_checkpoint_committed(struct relay *r, uint64_t lsn);
-
-/*
- * relay_watch_decoded() - the commit of transaction @xid, ending at @end_lsn
- * (LSN), was read: no round verifies past it before its snapshot sees the
- * transaction ended. Returns 0 or -ENOMEM.
- */
-int relay_watch_decoded(struct relay *r, uint32_t xid, uint64_t end_lsn);
-
-/*
- * relay_watch_full() - RELAY_DECODED_MAX commits read wait for a round (the
- * side connection is away or slow): the relay reads no more. Pure.
- */
-bool relay_watch_full(const struct relay *r);
 
 /*
  * relay_watch_verify_topic() - the checkpoint topic, if it exists, is one
@@ -412,20 +455,14 @@ int relay_watch_send_checkpoint(struct relay *r, uint64_t lsn);
 /* relay_watch_standby() - a warm standby's look, now and then: the active relay's mapping is this one's. */
 int relay_watch_standby(struct relay *r);
 
-/* relay_watch_stream_started() - START_REPLICATION succeeded: rounds begin. */
+/* relay_watch_stream_started() - START_REPLICATION succeeded: rounds and topic checks begin. */
 void relay_watch_stream_started(struct relay *r);
 
 /*
- * relay_watch_session_ended() - the session is over and nobody drives the
- * side connection until the next stream: close a connection attempt or a
- * round in progress (pgside_abandon()), so that it holds no backend up.
+ * relay_watch_serve() - after poll(), after relay_round_serve(): the
+ * checkpoint read again if it could not be, the checkpoint topic's
+ * settings, the checkpoint chase (without --exactly-once).
  */
-void relay_watch_session_ended(struct relay *r);
-
-/* relay_watch_poll_fd() - the side connection's descriptor and events for relay_wait()'s poll(). */
-void relay_watch_poll_fd(const struct relay *r, struct pollfd *pfd);
-
-/* relay_watch_serve() - after poll(): the side connection's round, the checkpoint chase. */
 void relay_watch_serve(struct relay *r);
 
 /* relay_watch_checkpoint_report() - the delivery report of a checkpoint record. */

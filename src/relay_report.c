@@ -307,8 +307,8 @@ uint64_t relay_confirmable_lsn(const struct relay *r)
                 return r->fb.sent_flush_lsn;
         if (w->ckpt_acked < c)
                 c = w->ckpt_acked;
-        if (w->verified < c)
-                c = w->verified;
+        if (r->round.verified < c)
+                c = r->round.verified;
         return c > r->fb.sent_flush_lsn ? c : r->fb.sent_flush_lsn;
 }
 
@@ -318,7 +318,7 @@ const char *relay_confirm_blocked(const struct relay *r)
 
         if (!r->streaming)
                 return NULL;
-        if (w->side_down)
+        if (r->round.side_down)
                 return "the side connection to the database is down: nothing new is confirmed until "
                        "it is back";
         if (w->ckpt_unknown)

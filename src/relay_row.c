@@ -442,7 +442,7 @@ void relay_handle_record(struct relay *r, const struct w2j_record *recp, uint64_
                                    lsn_format(rec.next_lsn, a));
                         break;
                 }
-                if (relay_watch_decoded(r, rec.xid, rec.next_lsn) < 0) {
+                if (relay_round_decoded(r, rec.xid, rec.next_lsn) < 0) {
                         relay_fail(r, RELAY_EXIT_RETRY, "out of memory recording transaction %u at LSN %s "
                                    "for the catalog check", rec.xid, lsn_format(rec.next_lsn, a));
                         break;

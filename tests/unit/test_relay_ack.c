@@ -105,7 +105,7 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
                            err, sizeof(err)) == 0);
         if (eos) {
                 CHECK(relay_eos_init(&w->r) == 0);
-                w->r.watch.slot_checked = true;
+                w->r.round.slot_checked = true;
         }
 }
 
