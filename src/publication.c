@@ -69,7 +69,7 @@ int publication_read(PGconn *c, const char *name, const struct table_name *table
         /* Version-gated here and nowhere else: schemas, row filters and column lists came in 15. */
         snprintf(sql, sizeof(sql),
                  "SELECT p.oid, p.xmin, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, "
-                 "p.pubtruncate, %s FROM pg_catalog.pg_publication p WHERE p.pubname = $1",
+                 "p.pubtruncate, %s, p.pubviaroot FROM pg_catalog.pg_publication p WHERE p.pubname = $1",
                  v15 ? "EXISTS (SELECT 1 FROM pg_catalog.pg_publication_namespace pn "
                        "WHERE pn.pnpubid = p.oid)" : "false");
         r = PQexecParams(c, sql, 1, NULL, params, NULL, NULL, 0);
@@ -100,6 +100,7 @@ int publication_read(PGconn *c, const char *name, const struct table_name *table
         pub.del = strcmp(PQgetvalue(r, 0, 5), "t") == 0;
         pub.truncate = strcmp(PQgetvalue(r, 0, 6), "t") == 0;
         pub.in_schema = strcmp(PQgetvalue(r, 0, 7), "t") == 0;
+        pub.via_root = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
         PQclear(r);
 
         snprintf(oid, sizeof(oid), "%u", pub.oid);
@@ -186,6 +187,16 @@ int publication_judge(const struct publication *pub, const struct relay_config *
                        o ? "; " : "", pub->extra);
         if (!pub->insert)
                 strbuf_append(what, sizeof(what), &o, "%sit does not publish inserts", o ? "; " : "");
+        /*
+         * Harmless while an outbox is a plain table, but attaching it later as a
+         * partition of a published parent changes nothing the relay watches
+         * (the publication's row, the outbox's membership) and sends its rows
+         * under the parent's name, which the relay does not publish.
+         */
+        if (pub->via_root)
+                strbuf_append(what, sizeof(what), &o, "%sit publishes a partition's rows under its "
+                              "partitioned parent's name (publish_via_partition_root), so an outbox attached "
+                              "as a partition of a published table would go unread", o ? "; " : "");
         if (o == 0) {
                 if (warn && (pub->update || pub->del || pub->truncate))
                         snprintf(warn, warnlen, "publication \"%s\" also publishes %s%s%s: the walsender "
@@ -201,9 +212,9 @@ int publication_judge(const struct publication *pub, const struct relay_config *
                 strbuf_append(fix, sizeof(fix), &of, "ALTER PUBLICATION \"%s\" SET TABLE ", name);
                 append_tables(fix, sizeof(fix), &of, conf);
                 strbuf_append(fix, sizeof(fix), &of, ";");
-                if (!pub->insert || pub->update || pub->del || pub->truncate)
-                        strbuf_append(fix, sizeof(fix), &of, " ALTER PUBLICATION \"%s\" SET (publish = 'insert');",
-                               name);
+                if (!pub->insert || pub->update || pub->del || pub->truncate || pub->via_root)
+                        strbuf_append(fix, sizeof(fix), &of, " ALTER PUBLICATION \"%s\" SET (publish = "
+                                      "'insert', publish_via_partition_root = false);", name);
         }
         strbuf_err(err, errlen, "publication \"%s\" is not the relay's: %s. The relay needs one that lists "
                "exactly its outbox tables and publishes their inserts whole. Rows inserted into a table "

@@ -35,6 +35,7 @@ struct publication {
         char xmin[16];            /* its row's xmin: ALTER PUBLICATION ... SET, RENAME TO, OWNER TO change it */
         bool all_tables;          /* FOR ALL TABLES */
         bool in_schema;           /* FOR TABLES IN SCHEMA (15+) */
+        bool via_root;            /* publish_via_partition_root (pubviaroot, 13+) */
         bool insert, update, del, truncate; /* pubinsert, pubupdate, pubdelete, pubtruncate */
         size_t ntables;           /* the configured tables */
         uint32_t *rel_oids;       /* per configured table: its pg_publication_rel.oid, 0 if not listed */

@@ -268,6 +268,31 @@ def test_missing_publication_without_create_slot(case):
         % case.slot in out, out
 
 
+def test_publish_via_partition_root_is_refused(case):
+    """A publication WITH (publish_via_partition_root = true) is refused at
+    start (exit 3) and by check, with the fix. Accepted, it lost rows
+    silently: the outbox attached later as a partition of a table added to
+    the publication changes neither the publication's row nor the outbox's
+    membership, and pgoutput sends the outbox's rows under the parent's
+    name, which the relay does not publish, and confirmed past them."""
+    case.query("CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert', "
+               "publish_via_partition_root = true)" % case.slot)
+    fix = 'ALTER PUBLICATION "%s" SET (publish = \'insert\', publish_via_partition_root = false);' % case.slot
+    rc, out = run_relay(case.relay_args("--plugin", "pgoutput"), timeout=60)
+    assert rc == EXIT_ENV, out
+    assert 'publication "%s" is not the relay\'s' % case.slot in out and "publish_via_partition_root" in out, out
+    assert fix in out, out
+    rc, out = run_relay(["check"] + case.relay_args("--plugin", "pgoutput", create_slot=False), timeout=60)
+    assert rc == EXIT_ENV and "publish_via_partition_root" in out and fix in out, out
+    case.query(fix)
+    relay = case.relay("--plugin", "pgoutput")
+    reader = case.reader()
+    conn = case.connect(autocommit=False)
+    c = insert_rows(conn, simple_rows("fixed", 2))
+    assert reader.read_until(has_ids(c.work_ids), 30), relay.log
+    conn.close()
+
+
 def test_debezium_preset_records_are_the_same_with_either_plugin(case):
     """--preset=debezium on a Debezium outbox table (uuid id, varchar
     columns, tracing context), with a wal2json relay and a pgoutput relay:

@@ -751,6 +751,17 @@ static int p_publication_create(struct ctx *x)
                 if (exec_sql(x, x->c, sql) < 0)
                         return -1;
         }
+        snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s SET (publish_via_partition_root = true)", x->pgo_slot);
+        if (exec_sql(x, x->c, sql) < 0)
+                return -1;
+        rc = publication_read(x->c, x->pgo_slot, conf->tables, conf->ntables, &pub, err, sizeof(err));
+        EXPECT(x, rc == 0 && pub.via_root, "%d via_root %d: %s", rc, pub.via_root, err);
+        rc = publication_judge(&pub, conf, err, sizeof(err), NULL, 0);
+        publication_release(&pub);
+        EXPECT(x, rc == -EINVAL && strstr(err, "publish_via_partition_root = false"), "%d: %s", rc, err);
+        snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s SET (publish_via_partition_root = false)", x->pgo_slot);
+        if (exec_sql(x, x->c, sql) < 0)
+                return -1;
         schemas = preflight_watch_array(t, 1, true);
         tables = preflight_watch_array(t, 1, false);
         EXPECT(x, schemas && tables, "out of memory");
