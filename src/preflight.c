@@ -1279,10 +1279,30 @@ void preflight_result_release(struct preflight_result *res)
         res->njson_domains = 0;
 }
 
+/*
+ * A catalog row's xmax as a transaction ID, if it can be one: before the
+ * next one to be assigned (age() > 0), else NULL (a MultiXactId of its own
+ * counter, ahead of it).
+ */
+#define WATCH_XMAX_XID(x) "CASE WHEN pg_catalog.age(" x ") > 0 THEN " x " END"
+/*
+ * The updaters among the members of a catalog row's xmax as a MultiXactId
+ * (lockers change nothing), if it can be a live one: not past the next and
+ * not before the oldest any database still holds, which is where
+ * pg_get_multixact_members() would raise an error instead. As text, {xid,...}.
+ */
+#define WATCH_XMAX_UPDATERS(x) \
+        "CASE WHEN pg_catalog.mxid_age(" x ") > 0 AND pg_catalog.mxid_age(" x ") <= (SELECT " \
+        "pg_catalog.max(pg_catalog.mxid_age(d.datminmxid)) FROM pg_catalog.pg_database d) THEN (SELECT " \
+        "pg_catalog.array_agg(m.xid)::text FROM pg_catalog.pg_get_multixact_members(" x ") m " \
+        "WHERE m.mode IN ('nokeyupd', 'upd')) END"
+
 const char PREFLIGHT_WATCH_SQL[] =
         "SELECT t.i, c.oid, c.relkind, c.relpersistence, s.active_pid, s.confirmed_flush_lsn, "
         "r.sync_state, p.oid, p.xmin, p.pubinsert, pr.oid, pg_catalog.pg_current_snapshot()::text, "
-        "c.xmax, n.xmax, p.xmax, pr.xmax "
+        WATCH_XMAX_XID("c.xmax") ", " WATCH_XMAX_XID("n.xmax") ", " WATCH_XMAX_XID("p.xmax") ", "
+        WATCH_XMAX_XID("pr.xmax") ", " WATCH_XMAX_UPDATERS("c.xmax") ", " WATCH_XMAX_UPDATERS("n.xmax") ", "
+        WATCH_XMAX_UPDATERS("p.xmax") ", " WATCH_XMAX_UPDATERS("pr.xmax") " "
         "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(sch, rel, i) "
         "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.sch "
         "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel "

@@ -418,12 +418,18 @@ void preflight_slot_blockers(PGconn *c, char *buf, size_t size);
  * xmin and pubinsert, and per table its pg_publication_rel.oid (NULL when
  * the table is not listed; all four NULL without a publication), the
  * statement's own snapshot (pg_current_snapshot(), pgsnapshot.h: which
- * commits its catalog reads saw), and the xmax of the catalog rows it read
- * (columns 12 to 15: pg_class, pg_namespace, pg_publication,
- * pg_publication_rel; 0 or NULL when none): the transaction that updated or
- * deleted the row version the snapshot sees, which that snapshot may not
- * see ended yet although its commit was sent (heapam's visibility rules:
- * the version stays visible until its xmax is). Parameters: $1 and $2 the tables' schemas and names as text[] literals
+ * commits its catalog reads saw), and the xmax of the catalog rows it read,
+ * in the order pg_class, pg_namespace, pg_publication, pg_publication_rel:
+ * the transaction that updated or deleted (or locked) the row version the
+ * snapshot sees, which that snapshot may not see ended yet although its
+ * commit was sent (heapam's visibility rules: the version stays visible
+ * until its xmax is). An xmax is a transaction ID or, where several
+ * sessions locked the row or one locked it and another updated it, a
+ * MultiXactId; which, only the row's infomask says, and SQL cannot read
+ * it. So each xmax comes both ways: columns 12 to 15 as a transaction ID
+ * where it can be one (NULL, or 0 for none), columns 16 to 19 as the
+ * updating members of the MultiXactId it can be ({xid,...}, NULL where it
+ * cannot be a live one). Parameters: $1 and $2 the tables' schemas and names as text[] literals
  * (preflight_watch_array()), $3 the slot, $4 the publication (NULL with
  * wal2json). Columns of every supported major (tests/sqlmatrix).
  */

@@ -253,47 +253,77 @@ bool relay_round_full(const struct relay *r)
         return r->round.ndecoded >= RELAY_DECODED_MAX;
 }
 
+/* The updaters in @members ("{xid,...}", array_agg()'s text): the first that @s cannot show ended, or 0. */
+static uint32_t unseen_updater(const struct pg_snapshot *s, const char *members)
+{
+        for (const char *p = members; *p; ) {
+                char *end;
+                unsigned long xid;
+
+                while (*p == '{' || *p == ',' || *p == '}')
+                        p++;
+                if (!*p)
+                        break;
+                xid = strtoul(p, &end, 10);
+                if (end == p)
+                        break;
+                if (xid && !pgsnap_before_xmin(s, (uint32_t)xid))
+                        return (uint32_t)xid;
+                p = end;
+        }
+        return 0;
+}
+
 /*
- * The first transaction that changed a catalog row the round read (the
- * xmax of pg_class, pg_namespace, pg_publication and pg_publication_rel
- * rows, columns 12 to 15) and that the round's snapshot @s cannot show
- * ended (pgsnap_before_xmin()), or 0; what the row is in @what (@size
+ * Whether a catalog row the round read (of pg_class, pg_namespace,
+ * pg_publication and pg_publication_rel) carries a change by a transaction
+ * that the round's snapshot @s cannot show ended (pgsnap_before_xmin()):
+ * then that transaction in *@ret_xid and what the row is in @what (@size
  * bytes). The row version a snapshot reads has an xmax only if the
  * transaction that updated or deleted it had not ended for that snapshot,
- * or aborted: such a transaction can have committed below the round's LSN
- * and still be invisible. The relay may never have read it (pgoutput sends
- * nothing of a transaction that publishes nothing, as one that takes the
- * outbox out of the publication and then inserts into it), so the commits
- * read (relay_round_decoded()) cannot tell; and it may be a subtransaction,
- * which the snapshot does not list. Only an xmax older than every
- * transaction the snapshot saw running is surely ended, and since the row
- * version is still the visible one, aborted. A row share-locked by two
- * sessions at once (SELECT ... FOR SHARE on the catalog, which PostgreSQL
- * itself does not do to these rows) shows a MultiXactId as its xmax, taken
- * here for a transaction ID.
+ * or aborted (or it only locked the row): such a transaction can have
+ * committed below the round's LSN and still be invisible. The relay may
+ * never have read it (pgoutput sends nothing of a transaction that
+ * publishes nothing, as one that takes the outbox out of the publication
+ * and then inserts into it), so the commits read (relay_round_decoded())
+ * cannot tell; and it may be a subtransaction, which the snapshot does not
+ * list. Only an xmax older than every transaction the snapshot saw running
+ * is surely ended, and since the row version is still the visible one,
+ * aborted. Each xmax is judged both as a transaction ID (columns 12 to 15)
+ * and by the updaters of the MultiXactId it can be (16 to 19), since SQL
+ * cannot tell which it is (PREFLIGHT_WATCH_SQL). A result without those
+ * columns counts as such a change.
  */
-static uint32_t unseen_catalog_change(const struct relay *r, PGresult *res, const struct pg_snapshot *s,
-                                      char *what, size_t size)
+static bool unseen_catalog_change(const struct relay *r, PGresult *res, const struct pg_snapshot *s,
+                                  uint32_t *ret_xid, char *what, size_t size)
 {
         static const char *const catalogs[] = {"pg_class", "pg_namespace", "pg_publication",
                                                "pg_publication_rel"};
 
-        if (PQnfields(res) < 16)
-                return 0;
+        *ret_xid = 0;
+        if (PQnfields(res) < 20) {
+                snprintf(what, size, "a catalog row (the check's result has %d columns, not 20)", PQnfields(res));
+                return true;
+        }
         for (int i = 0; i < PQntuples(res); i++) {
                 for (int k = 0; k < 4; k++) {
                         uint32_t xid = PQgetisnull(res, i, 12 + k) ? 0 :
                                        (uint32_t)strtoul(PQgetvalue(res, i, 12 + k), NULL, 10);
 
-                        if (xid && !pgsnap_before_xmin(s, xid)) {
+                        if (xid && pgsnap_before_xmin(s, xid))
+                                xid = 0;
+                        if (!xid && !PQgetisnull(res, i, 16 + k))
+                                xid = unseen_updater(s, PQgetvalue(res, i, 16 + k));
+                        if (xid) {
                                 snprintf(what, size, "the %s row of \"%s\".\"%s\"%s", catalogs[k],
                                          r->conf->tables[i].schema, r->conf->tables[i].table,
                                          k == 1 ? " (its schema)" : k == 2 ? " (its publication)" : "");
-                                return xid;
+                                *ret_xid = xid;
+                                return true;
                         }
                 }
         }
-        return 0;
+        return false;
 }
 
 /*
@@ -324,21 +354,22 @@ static uint64_t verified_by_round(struct relay *r, PGresult *res)
                             "none" : PQgetvalue(res, 0, 11));
                 return w->verified;
         }
-        xid = unseen_catalog_change(r, res, &s, what, sizeof(what));
-        if (xid) {
+        if (unseen_catalog_change(r, res, &s, &xid, what, sizeof(what))) {
                 if (!w->held_since_ms)
                         w->held_since_ms = now;
                 log_debug("transaction %u changed %s, and the catalog check does not see it ended yet: "
                           "verified up to LSN %s only", xid, what, lsn_format(before, b));
                 if (!w->held_warned && now - w->held_since_ms >= HELD_WARN_MS) {
                         log_warning("nothing new has been confirmed for %" PRId64 " s (from LSN %s on): "
-                                    "transaction %u changed %s and has not ended, or rolled back while "
-                                    "a transaction older than it still runs (the oldest is %" PRIu64 " in "
-                                    "pg_current_snapshot()'s terms), and until that ends the relay cannot "
-                                    "tell whether the change hides outbox rows. End it (pg_stat_activity "
-                                    "backend_xid and backend_xmin, pg_prepared_xacts) and confirmation goes "
-                                    "on; nothing is lost meanwhile", (now - w->held_since_ms) / 1000,
-                                    lsn_format(before, b), xid, what, s.xmin);
+                                    "transaction %u (or a subtransaction of a savepoint: pg_stat_activity "
+                                    "shows its top-level one) changed %s, and the relay cannot yet show that "
+                                    "it ended: it is still open, or it rolled back while a transaction older "
+                                    "than it still runs (the oldest is %" PRIu32 ", as backend_xid or "
+                                    "backend_xmin in pg_stat_activity, or in pg_prepared_xacts). Until then "
+                                    "the relay cannot tell whether the change hides outbox rows. End those "
+                                    "transactions and confirmation goes on; nothing is lost meanwhile",
+                                    (now - w->held_since_ms) / 1000, lsn_format(before, b), xid, what,
+                                    (uint32_t)s.xmin);
                         w->held_warned = true;
                 }
                 pgsnap_free(&s);

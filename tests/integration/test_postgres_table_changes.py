@@ -77,7 +77,10 @@ def test_an_open_change_of_the_table_holds_confirmation_back_and_says_so(case):
     case.query("INSERT INTO filler VALUES (1)")
     after = case.pg.current_wal_lsn()
     wait_until(lambda: "nothing new has been confirmed for" in relay.log, 60, what="the warning")
-    assert 'transaction %d changed the pg_class row of "public"."outbox"' % xid in relay.log, relay.log
+    warning = [l for l in relay.log.splitlines() if "nothing new has been confirmed for" in l][0]
+    assert "transaction %d (or a subtransaction" % xid in warning, warning
+    assert 'changed the pg_class row of "public"."outbox"' in warning, warning
+    assert "the oldest is %d" % xid in warning, warning
     assert case.confirmed() < after, "confirmed past a change the catalog check could not see"
     ddl.rollback()
     wait_confirmed(case, after)
@@ -85,6 +88,50 @@ def test_an_open_change_of_the_table_holds_confirmation_back_and_says_so(case):
     assert relay.alive, relay.log
     ddl.close()
     conn.close()
+
+
+def test_a_lock_only_multixact_on_the_table_row_does_not_hold_confirmation(case):
+    """Two sessions that share-locked the outbox's pg_class row (a tool run
+    twice at once) leave a MultiXactId of lockers only as its xmax after
+    both end. Where the MultiXactId counter is ahead of the transaction ID
+    counter (two sessions share-locking the same N rows make N of them from
+    two transaction IDs), that number, taken for a transaction ID, never
+    precedes the snapshot's xmin: found by a breaker helper, confirmation
+    stopped for good with no transaction open. An xmax past the next
+    transaction ID is no transaction, and lockers change nothing. Twenty
+    sessions share-lock a row group each and stay; each short transaction
+    that share-locks every row then makes twenty MultiXactIds from one
+    transaction ID (a backend reuses one per member set)."""
+    with case.own_server():
+        case.setup_db()
+        relay, conn = running(case)
+        case.query("CREATE TABLE share_locked AS SELECT g AS i FROM generate_series(0, 1999) g")
+        holders = [case.connect(autocommit=False) for _ in range(20)]
+        for k, h in enumerate(holders):
+            h.cursor().execute("SELECT FROM share_locked WHERE i %% 20 = %s FOR SHARE", (k,))
+        w = case.connect(autocommit=False)
+        for n in range(400):
+            w.cursor().execute("SELECT FROM share_locked FOR SHARE")
+            w.commit()
+            if n % 20 == 19 and case.scalar("SELECT mxid_age('1'::xid) > txid_current() % 4294967296 + 100"):
+                break
+        for h in holders + [w]:
+            h.close()
+        a, b = case.connect(autocommit=False), case.connect(autocommit=False)
+        for s in (a, b):
+            s.cursor().execute("SELECT FROM pg_class WHERE oid = 'public.outbox'::regclass FOR SHARE")
+        a.commit()
+        b.commit()
+        xmax, ahead = case.query("SELECT xmax::text, mxid_age(xmax) > 0 AND age(xmax) <= 0 FROM pg_class "
+                                 "WHERE oid = 'public.outbox'::regclass")[0]
+        assert ahead, "the outbox's pg_class xmax %s is not a MultiXactId past the next transaction ID" % xmax
+        c = insert_rows(conn, simple_rows("after", 2))
+        wait_confirmed(case, c.lsn_after)
+        assert "nothing new has been confirmed for" not in relay.log, relay.log
+        assert relay.alive, relay.log
+        a.close()
+        b.close()
+        conn.close()
 
 
 def test_rows_inserted_while_unlogged_are_never_confirmed_past(case):
@@ -153,12 +200,18 @@ def commits_held(own):
     raise AssertionError("no commit waited for the standby that synchronous_standby_names names")
 
 
-@pytest.mark.parametrize("plugin,ddl,table,words", [
-    ("wal2json", "ALTER TABLE outbox RENAME TO outbox_old", "outbox_old", "no longer exists"),
-    ("pgoutput", "ALTER PUBLICATION {slot} DROP TABLE outbox", "outbox", "no longer lists"),
-    ("pgoutput", "ALTER PUBLICATION {slot} SET (publish = 'update')", "outbox", "no longer publishes inserts"),
-], ids=["wal2json-renamed", "pgoutput-unpublished", "pgoutput-no-inserts"])
-def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, ddl, table, words):
+@pytest.mark.parametrize("plugin,ddl,table,words,locker", [
+    ("wal2json", "ALTER TABLE outbox RENAME TO outbox_old", "outbox_old", "no longer exists", None),
+    ("pgoutput", "ALTER PUBLICATION {slot} DROP TABLE outbox", "outbox", "no longer lists", None),
+    ("pgoutput", "SAVEPOINT s; ALTER PUBLICATION {slot} DROP TABLE outbox; RELEASE SAVEPOINT s", "outbox",
+     "no longer lists", None),
+    ("pgoutput", "ALTER PUBLICATION {slot} SET (publish = 'update')", "outbox", "no longer publishes inserts",
+     None),
+    ("pgoutput", "ALTER PUBLICATION {slot} SET (publish = 'update')", "outbox", "no longer publishes inserts",
+     "SELECT FROM pg_publication WHERE pubname = '{slot}' FOR KEY SHARE"),
+], ids=["wal2json-renamed", "pgoutput-unpublished", "pgoutput-unpublished-in-savepoint", "pgoutput-no-inserts",
+        "pgoutput-no-inserts-multixact"])
+def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, ddl, table, words, locker):
     """A commit record is flushed, decoded and sent to the relay before its
     backend leaves the process array; until then no other session sees its
     changes, and the catalog check would read the table as it was. CI of
@@ -173,16 +226,23 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, d
     server is this test's own: the setting holds every commit of the
     cluster. With pgoutput the transaction takes the table out of the
     publication: PostgreSQL 15 and later send nothing of a transaction that
-    publishes nothing, so the relay never learns its xid; the
-    catalog check holds back instead while a catalog row it reads (here
+    publishes nothing, so the relay never learns its xid; the catalog
+    check holds back instead while a catalog row it reads (here
     pg_publication_rel's or pg_publication's) was changed by a transaction
-    its snapshot does not see ended (the row's xmax)."""
+    its snapshot does not show ended (the row's xmax): a subtransaction's
+    too, which the snapshot does not list, and the updater among the
+    members of a MultiXactId, which is the row's xmax when another session
+    holds a key-share lock on it (found by a breaker helper: the number was
+    taken for a long-ended transaction ID)."""
     with case.own_server() as own:
-        committer = None
+        committer = hold = None
         try:
             case.setup_db()
             without_guard(case)
             relay, conn = running(case, "--plugin", plugin)
+            if locker:
+                hold = case.connect(autocommit=False)
+                hold.cursor().execute(locker.format(slot=case.slot))
             own.query("ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'")
             own.query("SELECT pg_reload_conf()")
             commits_held(own)
@@ -203,6 +263,10 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, d
             assert wait_until(lambda: own.query("SELECT coalesce(max(sent_lsn), '0/0') >= %s::pg_lsn "
                                                 "FROM pg_stat_replication", (format_lsn(pre_commit),))[0][0],
                               30, what="the walsender past the commit")
+            if locker:     # the publication's xmax is a MultiXactId of the locker and the updater
+                assert own.query("SELECT EXISTS (SELECT FROM pg_get_multixact_members((SELECT xmax FROM "
+                                 "pg_publication WHERE pubname = %s)) WHERE mode = 'nokeyupd')", (case.slot,),
+                                 dbname=case.dbname)[0][0]
             assert own.query("SELECT to_regclass('public.outbox') IS NOT NULL AND (%s = 'wal2json' OR EXISTS "
                              "(SELECT FROM pg_publication_tables t JOIN pg_publication p USING (pubname) WHERE pubname = %s "
                              "AND tablename = 'outbox' AND pubinsert))",
@@ -239,3 +303,5 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, d
                 own.query("SELECT pg_reload_conf()")
             if committer is not None:
                 committer.join(30)
+            if hold is not None:
+                hold.close()
