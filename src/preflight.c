@@ -1287,13 +1287,19 @@ void preflight_result_release(struct preflight_result *res)
 #define WATCH_XMAX_XID(x) "CASE WHEN pg_catalog.age(" x ") > 0 THEN " x " END"
 /*
  * The updaters among the members of a catalog row's xmax as a MultiXactId
- * (lockers change nothing), if it can be a live one: not past the next and
- * not before the oldest any database still holds, which is where
- * pg_get_multixact_members() would raise an error instead. As text, {xid,...}.
+ * (lockers change nothing), if it can be a live one: not past the next, and
+ * not before this database's datminmxid, which every MultiXactId in its
+ * tables follows (vacuum's guarantee) and which the server's oldest one, the
+ * least over its valid databases, never passes. An older number is no live
+ * MultiXactId of these rows, and pg_get_multixact_members() would raise an
+ * error for it where the server truncated it (the least over all
+ * databases would count an invalid one, which 15.4 and later leave out:
+ * a breaker helper stalled every round that way). As text, {xid,...}.
  */
 #define WATCH_XMAX_UPDATERS(x) \
         "CASE WHEN pg_catalog.mxid_age(" x ") > 0 AND pg_catalog.mxid_age(" x ") <= (SELECT " \
-        "pg_catalog.max(pg_catalog.mxid_age(d.datminmxid)) FROM pg_catalog.pg_database d) THEN (SELECT " \
+        "pg_catalog.mxid_age(d.datminmxid) FROM pg_catalog.pg_database d WHERE d.datname = " \
+        "pg_catalog.current_database()) THEN (SELECT " \
         "pg_catalog.array_agg(m.xid)::text FROM pg_catalog.pg_get_multixact_members(" x ") m " \
         "WHERE m.mode IN ('nokeyupd', 'upd')) END"
 
@@ -1302,7 +1308,8 @@ const char PREFLIGHT_WATCH_SQL[] =
         "r.sync_state, p.oid, p.xmin, p.pubinsert, pr.oid, pg_catalog.pg_current_snapshot()::text, "
         WATCH_XMAX_XID("c.xmax") ", " WATCH_XMAX_XID("n.xmax") ", " WATCH_XMAX_XID("p.xmax") ", "
         WATCH_XMAX_XID("pr.xmax") ", " WATCH_XMAX_UPDATERS("c.xmax") ", " WATCH_XMAX_UPDATERS("n.xmax") ", "
-        WATCH_XMAX_UPDATERS("p.xmax") ", " WATCH_XMAX_UPDATERS("pr.xmax") " "
+        WATCH_XMAX_UPDATERS("p.xmax") ", " WATCH_XMAX_UPDATERS("pr.xmax") ", r.application_name, "
+        "pg_catalog.current_setting('synchronous_standby_names') "
         "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(sch, rel, i) "
         "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.sch "
         "LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.rel "

@@ -429,7 +429,10 @@ void preflight_slot_blockers(PGconn *c, char *buf, size_t size);
  * it. So each xmax comes both ways: columns 12 to 15 as a transaction ID
  * where it can be one (NULL, or 0 for none), columns 16 to 19 as the
  * updating members of the MultiXactId it can be ({xid,...}, NULL where it
- * cannot be a live one). Parameters: $1 and $2 the tables' schemas and names as text[] literals
+ * cannot be a live one). Then the walsender's application_name (column 20)
+ * and synchronous_standby_names (21), which tell whether it is named a
+ * synchronous standby where sync_state is hidden (PostgreSQL shows it only
+ * to superusers and pg_read_all_stats). Parameters: $1 and $2 the tables' schemas and names as text[] literals
  * (preflight_watch_array()), $3 the slot, $4 the publication (NULL with
  * wal2json). Columns of every supported major (tests/sqlmatrix).
  */

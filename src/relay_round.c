@@ -139,12 +139,41 @@ static int check_publication(struct relay *r, PGresult *res)
         return -EINVAL;
 }
 
+/*
+ * sync_state where PostgreSQL hides it (from roles without pg_read_all_stats,
+ * as sql/role.sql's): the walsender named by synchronous_standby_names, so
+ * that commits may wait for it. Taken as a synchronous standby (the round's
+ * snapshot checks are waived, verified_by_round()): otherwise a commit waits
+ * for the relay's confirmation, and the relay for the commit to be visible,
+ * and every commit of the cluster with them (found by a breaker helper).
+ */
+#define SYNC_NAMED "named"
+
+/*
+ * This relay's walsender's sync_state from a round's result, into *@ret:
+ * pg_stat_replication's, or SYNC_NAMED or "async" where that is hidden.
+ * Returns 0, or -ENOENT when the round saw no walsender of the slot.
+ */
+static int sync_state(PGresult *res, const char **ret)
+{
+        if (!PQgetisnull(res, 0, 6)) {
+                *ret = PQgetvalue(res, 0, 6);
+                return 0;
+        }
+        if (PQnfields(res) < 22 || PQgetisnull(res, 0, 20) || PQgetisnull(res, 0, 21))
+                return -ENOENT;
+        *ret = preflight_sync_standby_named(PQgetvalue(res, 0, 21), PQgetvalue(res, 0, 20)) ? SYNC_NAMED :
+               "async";
+        return 0;
+}
+
 /* Act on a round's result. Returns 0 if everything holds. */
 static int judge_round(struct relay *r, PGresult *res)
 {
         struct relay_round *w = &r->round;
         char a[LSN_STRLEN], b[LSN_STRLEN];
         uint64_t confirmed = r->fb.sent_flush_lsn;
+        const char *sync;
 
         lsn_format(confirmed, a);
         if (PQresultStatus(res) != PGRES_TUPLES_OK || (size_t)PQntuples(res) != r->conf->ntables) {
@@ -210,12 +239,19 @@ static int judge_round(struct relay *r, PGresult *res)
                 }
                 w->slot_checked = true;
         }
-        if (!PQgetisnull(res, 0, 6)) {
-                const char *sync = PQgetvalue(res, 0, 6);
+        if (sync_state(res, &sync) == 0) {
                 bool bad = strcmp(sync, "sync") == 0 || strcmp(sync, "quorum") == 0 ||
-                           strcmp(sync, "potential") == 0;
+                           strcmp(sync, "potential") == 0 || strcmp(sync, SYNC_NAMED) == 0;
 
-                if (bad && strcmp(sync, w->sync_state) != 0)
+                if (bad && strcmp(sync, w->sync_state) != 0 && strcmp(sync, SYNC_NAMED) == 0)
+                        log_error("this relay's walsender (PID %d) is named by synchronous_standby_names "
+                                  "('%s', application_name \"%s\"; its sync_state is shown only to "
+                                  "superusers and pg_read_all_stats): every commit in the cluster may now "
+                                  "wait for the relay, that is for Kafka. Name the physical standbys in "
+                                  "synchronous_standby_names explicitly (not '*', and not the relay's "
+                                  "application_name), then SELECT pg_reload_conf()", w->walsender_pid,
+                                  PQgetvalue(res, 0, 21), PQgetvalue(res, 0, 20));
+                else if (bad && strcmp(sync, w->sync_state) != 0)
                         log_error("this relay's walsender (PID %d) is a synchronous standby (sync_state "
                                   "\"%s\" in pg_stat_replication): every commit in the cluster now waits "
                                   "for the relay, that is for Kafka. Name the physical standbys in "
@@ -310,14 +346,22 @@ static bool unseen_catalog_change(const struct relay *r, PGresult *res, const st
                         uint32_t xid = PQgetisnull(res, i, 12 + k) ? 0 :
                                        (uint32_t)strtoul(PQgetvalue(res, i, 12 + k), NULL, 10);
 
+                        bool multi = false;
+
                         if (xid && pgsnap_before_xmin(s, xid))
                                 xid = 0;
-                        if (!xid && !PQgetisnull(res, i, 16 + k))
+                        if (!xid && !PQgetisnull(res, i, 16 + k)) {
                                 xid = unseen_updater(s, PQgetvalue(res, i, 16 + k));
+                                multi = true;
+                        }
                         if (xid) {
-                                snprintf(what, size, "the %s row of \"%s\".\"%s\"%s", catalogs[k],
+                                /* A plain xmax of the same number as a live MultiXactId looks the same. */
+                                snprintf(what, size, "the %s row of \"%s\".\"%s\"%s%s", catalogs[k],
                                          r->conf->tables[i].schema, r->conf->tables[i].table,
-                                         k == 1 ? " (its schema)" : k == 2 ? " (its publication)" : "");
+                                         k == 1 ? " (its schema)" : k == 2 ? " (its publication)" : "",
+                                         multi ? " as an updater of the MultiXactId its xmax may be (the "
+                                         "number may instead be an ended transaction's: then the hold "
+                                         "ends with this one)" : "");
                                 *ret_xid = xid;
                                 return true;
                         }
@@ -343,10 +387,11 @@ static uint64_t verified_by_round(struct relay *r, PGresult *res)
         uint64_t upto = w->round_lsn, before = w->verified;
         int64_t now = relay_mono_ms();
         struct pg_snapshot s;
-        char a[LSN_STRLEN], b[LSN_STRLEN], what[300];
+        char a[LSN_STRLEN], b[LSN_STRLEN], what[400];
         uint32_t xid;
 
-        if (strcmp(w->sync_state, "sync") == 0 || strcmp(w->sync_state, "quorum") == 0)
+        if (strcmp(w->sync_state, "sync") == 0 || strcmp(w->sync_state, "quorum") == 0 ||
+            strcmp(w->sync_state, SYNC_NAMED) == 0)
                 return upto;
         if (PQnfields(res) < 12 || PQgetisnull(res, 0, 11) || pgsnap_parse(PQgetvalue(res, 0, 11), &s) < 0) {
                 log_warning("the side connection's catalog check gave no snapshot (%s); nothing new is "

@@ -13,6 +13,8 @@ standby; the setting is reset however the test ends.
 """
 
 import contextlib
+import os
+import threading
 
 from check_helpers import run_check
 from harness import EXIT_ENV, EXIT_OK, has_ids, procs, insert_rows, simple_rows, wait_confirmed
@@ -100,3 +102,56 @@ def test_relay_started_under_the_setting_logs_an_error(case):
         assert relay.alive
     relay.stop()
     assert relay.returncode == EXIT_OK, relay.log
+
+
+ROLE_SQL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "sql", "role.sql")
+
+
+def test_least_privilege_relay_named_a_synchronous_standby_holds_no_commit_for_good(case):
+    """sql/role.sql's login cannot see its own walsender's sync_state
+    (PostgreSQL shows it to superusers and pg_read_all_stats only). Named by
+    synchronous_standby_names while it ran, such a relay took no way out of
+    the wait (found by a breaker helper): a commit waited for the relay's
+    confirmation, the relay for the commit to be visible to its catalog
+    check, and every commit of the cluster with them. The round now reads
+    the setting and the walsender's application_name where sync_state is
+    hidden, logs the error, and confirms as for a visible sync_state."""
+    app = "relay_sync_role"
+    with case.own_server() as own:
+        committer = None
+        try:
+            case.setup_db()
+            role = "relay_" + case.name
+            case.pg.psql(file=ROLE_SQL, dbname=case.dbname, variables={"relay_role": role})
+            reader = case.reader()
+            relay = case.relay(start=False)
+            relay.args[:] = with_app(case, app, relay.args)
+            d = relay.args.index("-d") + 1
+            relay.args[d] = relay.args[d].replace("user=%s" % case.pg.user, "user=%s" % role)
+            assert "user=%s" % role in relay.args[d]
+            relay.start()
+            relay.wait_ready(case.pg, case.slot)
+            own.query("ALTER SYSTEM SET synchronous_standby_names = '\"%s\"'" % app)
+            own.query("SELECT pg_reload_conf()")
+            procs.wait_until(lambda: sync_state(case, app) == "sync", 30, what="the relay's walsender sync")
+            conn = case.connect(autocommit=False)
+            box = {}
+            committer = threading.Thread(target=lambda: box.update(c=insert_rows(conn, simple_rows("sync", 1))))
+            committer.start()
+            committer.join(60)
+            assert not committer.is_alive(), "the commit waits for good for the relay: " + relay.log
+            assert reader.read_until(has_ids(box["c"].work_ids), 30), relay.log
+            line = [l for l in relay.log.splitlines() if "is named by synchronous_standby_names" in l]
+            assert line and "error" in line[0] and app in line[0] and "pg_read_all_stats" in line[0], relay.log
+            assert relay.alive, relay.log
+            conn.close()
+        finally:
+            for r in case.relays:
+                if r.alive:
+                    r.kill()
+            if own.running:
+                own.query("ALTER SYSTEM RESET synchronous_standby_names")
+                own.query("SELECT pg_reload_conf()")
+            if committer is not None:
+                committer.join(30)

@@ -134,6 +134,62 @@ def test_a_lock_only_multixact_on_the_table_row_does_not_hold_confirmation(case)
         conn.close()
 
 
+def test_a_truncated_multixact_number_does_not_fail_the_rounds(case):
+    """The round asks pg_get_multixact_members() for an xmax only where it
+    can be a live MultiXactId. It took the least datminmxid over all
+    databases for the oldest live one; PostgreSQL (15.4 and later) leaves an
+    invalid database (an interrupted DROP DATABASE, datconnlimit = -2) out of
+    that least when it truncates, so the server's oldest moved past it, and
+    a rolled-back DDL's xid left as the outbox's pg_class xmax, a number the
+    MultiXactId counter had passed, made every round fail for good (found
+    by a breaker helper): nothing was confirmed again. The bound is now this
+    database's own datminmxid."""
+    with case.own_server() as own:
+        case.setup_db()
+        relay, conn = running(case)
+        own.query("CREATE DATABASE doomed")
+        ddl = case.connect(autocommit=False)
+        cur = ddl.cursor()
+        cur.execute("ALTER TABLE outbox ADD COLUMN later text")
+        cur.execute("SELECT txid_current() % 4294967296")
+        x = cur.fetchone()[0]
+        ddl.rollback()
+        ddl.close()
+        # share locks move the MultiXactId counter past x: twenty per transaction ID
+        case.query("CREATE TABLE share_locked AS SELECT g AS i FROM generate_series(0, 1999) g")
+        holders = [case.connect(autocommit=False) for _ in range(20)]
+        for k, h in enumerate(holders):
+            h.cursor().execute("SELECT FROM share_locked WHERE i %% 20 = %s FOR SHARE", (k,))
+        w = case.connect(autocommit=False)
+        for n in range(1000):
+            w.cursor().execute("SELECT FROM share_locked FOR SHARE")
+            w.commit()
+            if n % 20 == 19 and case.scalar("SELECT mxid_age(%s::text::xid)", (str(x),)) > 200:
+                break
+        for h in holders + [w]:
+            h.close()
+        # what an interrupted DROP DATABASE leaves, then every valid database vacuumed for
+        # MultiXactIds, as autovacuum does against wraparound: the truncation leaves "doomed" out
+        own.query("UPDATE pg_database SET datconnlimit = -2 WHERE datname = 'doomed'")
+        own.query("UPDATE pg_database SET datallowconn = true WHERE datname = 'template0'")
+        for db in ["template0", "template1", "postgres", case.dbname]:
+            c = own.connect(db)
+            for q in ("SET vacuum_multixact_freeze_min_age = 0", "SET vacuum_multixact_freeze_table_age = 0",
+                      "VACUUM"):
+                c.cursor().execute(q)
+            c.close()
+        own.query("UPDATE pg_database SET datallowconn = false WHERE datname = 'template0'")
+        assert case.scalar("SELECT xmax::text FROM pg_class WHERE oid = 'public.outbox'::regclass") == str(x)
+        with pytest.raises(psycopg2.Error):     # what the round asked before
+            case.query("SELECT pg_get_multixact_members(%s::text::xid)", (str(x),))
+        failed = relay.log.count("catalog check failed")
+        c = insert_rows(conn, simple_rows("after", 2))
+        wait_confirmed(case, c.lsn_after)
+        assert relay.log.count("catalog check failed") == failed, relay.log
+        own.query("DROP DATABASE doomed")
+        conn.close()
+
+
 def test_rows_inserted_while_unlogged_are_never_confirmed_past(case):
     """The UNLOGGED case in full: rows committed into the unlogged table never
     reach the WAL; the relay stops before confirming any LSN after the

@@ -677,7 +677,7 @@ static int p_watch(struct ctx *x)
                 PQclear(r);
                 return -1;
         }
-        EXPECT(x, PQnfields(r) == 20 && !PQgetisnull(r, 0, 12) && !PQgetisnull(r, 0, 13) &&
+        EXPECT(x, PQnfields(r) == 22 && !PQgetisnull(r, 0, 12) && !PQgetisnull(r, 0, 13) &&
                   PQgetisnull(r, 0, 14) && PQgetisnull(r, 1, 12),
                "%d columns, or the catalog rows' xmax where a row is missing or not", PQnfields(r));
         EXPECT(x, !PQgetisnull(r, 0, 1) && strcmp(PQgetvalue(r, 0, 2), "r") == 0 &&
