@@ -113,6 +113,7 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
         int64_t t = timeout_ms < 0 || timeout_ms > WAIT_MAX_MS ? WAIT_MAX_MS : timeout_ms;
         int http = r->metrics ? metrics_timeout_ms(r->metrics) : -1;
         int64_t ping = relay_notify_due_ms(r);
+        int64_t round = relay_round_due_ms(r);
         bool read_timer = false;
         int ret;
 
@@ -142,6 +143,8 @@ int relay_wait(struct relay *r, int timeout_ms, unsigned flags)
                 t = http;
         if (ping >= 0 && ping < t)
                 t = ping;
+        if (round >= 0 && round < t)
+                t = round;
         if (poll(pfd, NFDS, (int)t) < 0 && errno != EINTR)
                 for (int i = 0; i < NFDS; i++)
                         pfd[i].revents = 0;

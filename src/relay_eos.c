@@ -753,6 +753,54 @@ static int64_t next_hurry_ms(const struct relay *r)
         return at - x->end_produced_ms <= x->linger_ms ? at : -1;
 }
 
+/*
+ * The commit's checkpoint LSN, every transaction ending at or before it
+ * taken as in Kafka, if the side connection's round has not verified it;
+ * else LSN_INVALID. Not a split transaction's end: that one's rows are
+ * claimed by count, each published or not as it was read, and its commit's
+ * LSN is not received before its last row is (a change's XLogData carries
+ * that change's LSN), which the relay does not read while the commit waits.
+ */
+static uint64_t unverified(const struct relay *r)
+{
+        const struct relay_eos *x = &r->eos;
+
+        return x->end_lsn > r->round.verified ? x->end_lsn : LSN_INVALID;
+}
+
+/*
+ * No EndTxn before the round has verified what the checkpoint claims. The
+ * checkpoint is the resume point: one past a commit whose catalog change no
+ * round has seen yet makes a restart skip that transaction. Found by a
+ * breaker helper: a rename of the outbox and an insert under the new name,
+ * held invisible by a synchronous standby, then a row of another outbox
+ * table; its commit's checkpoint passed the rename, the round then stopped
+ * the relay, and restarted with the new name it skipped the renamed
+ * table's row. Rounds go out at once meanwhile (relay_round_hurry()). What
+ * is not verified by the deadline (a transaction left open after altering
+ * an outbox table, the side connection away) aborts the Kafka transaction;
+ * the session streams again from the slot, nothing committed. Returns 0
+ * (waiting) or -EIO (recorded).
+ */
+static int wait_verified(struct relay *r)
+{
+        struct relay_eos *x = &r->eos;
+        uint64_t lsn = unverified(r);
+        char a[LSN_STRLEN], b[LSN_STRLEN];
+
+        relay_round_hurry(r, lsn);
+        /* After a row's stop the rounds go on, and what came before the row is still committed. */
+        if ((!r->failure || r->failure == RELAY_EXIT_DATA) && r->streaming && relay_mono_ms() < x->end_deadline_ms)
+                return 0;
+        if (!r->failure)
+                relay_fail(r, RELAY_EXIT_RETRY, "the side connection's catalog check did not verify LSN %s "
+                           "within %d s (it verified up to LSN %s): aborting the Kafka transaction, streaming "
+                           "again from the slot", lsn_format(lsn, a), TXN_MS / 1000,
+                           lsn_format(r->round.verified, b));
+        abort_open(r, false);
+        return -EIO;
+}
+
 /* One step of the commit (x->ending == RELAY_EOS_END_COMMIT). Returns 0, or -EIO (recorded). */
 static int commit_step(struct relay *r)
 {
@@ -799,6 +847,8 @@ static int commit_step(struct relay *r)
                 x->ending = RELAY_EOS_END_NONE;
                 return abort_failed(r);
         }
+        if (!x->end_called && unverified(r) != LSN_INVALID)
+                return wait_verified(r);
         /*
          * At most CALL_MS: on the retriable timeout the commit goes on in
          * librdkafka's background, and the next turn of the loop calls it

@@ -75,6 +75,8 @@ void relay_round_stream_started(struct relay *r)
 
         w->walsender_pid = pgstream_backend_pid(r->pg);
         w->round_lsn = LSN_INVALID;
+        w->hurry_lsn = LSN_INVALID;
+        w->hurry_gap_ms = 0;
         w->last_round_ms = 0;
         w->held_since_ms = 0;
         w->held_warned = false;
@@ -451,25 +453,57 @@ static void prune_decoded(struct relay_round *w)
         }
 }
 
+/* What a round sent now verifies: the LSN received, or acknowledged, so far. */
+static uint64_t received_lsn(const struct relay *r)
+{
+        uint64_t received = r->fb.server_lsn > r->fb.write_lsn ? r->fb.server_lsn : r->fb.write_lsn;
+
+        return ledger_flush_lsn(r->ledger) > received ? ledger_flush_lsn(r->ledger) : received;
+}
+
 static void start_round(struct relay *r)
 {
         struct relay_round *w = &r->round;
         int64_t now = relay_mono_ms();
-        uint64_t received = r->fb.server_lsn > r->fb.write_lsn ? r->fb.server_lsn : r->fb.write_lsn;
+        uint64_t received = received_lsn(r);
         const char *params[4] = {w->schemas, w->tables, r->conf->slot,
                                  pgoutput(r) ? config_publication(r->conf) : NULL};
 
         if (pgside_busy(w->side) || now < w->side_retry_ms)
                 return;
-        if (ledger_flush_lsn(r->ledger) > received)
-                received = ledger_flush_lsn(r->ledger);
-        if (!(received > w->verified && now - w->last_round_ms >= ROUND_MIN_GAP_MS) &&
+        /* A commit waits: without the gap, or a shorter one (relay_round_hurry()). */
+        if (!(received > w->verified && (now - w->last_round_ms >= ROUND_MIN_GAP_MS ||
+                                          (w->hurry_lsn > w->verified &&
+                                           now - w->last_round_ms >= w->hurry_gap_ms))) &&
             now - w->last_round_ms < r->fb.interval_ms && w->slot_checked)
                 return;
         if (pgside_query(w->side, PREFLIGHT_WATCH_SQL, 4, params) < 0)
                 return;
         w->round_lsn = received;
         w->last_round_ms = now;
+}
+
+void relay_round_hurry(struct relay *r, uint64_t lsn)
+{
+        if (lsn > r->round.hurry_lsn) {
+                r->round.hurry_lsn = lsn;
+                r->round.hurry_gap_ms = 0;
+        }
+}
+
+int64_t relay_round_due_ms(const struct relay *r)
+{
+        const struct relay_round *w = &r->round;
+        int64_t due;
+
+        if (!r->streaming || w->hurry_lsn <= w->verified || received_lsn(r) <= w->verified ||
+            pgside_busy(w->side))
+                return -1;
+        due = w->last_round_ms + w->hurry_gap_ms;
+        if (due < w->side_retry_ms)
+                due = w->side_retry_ms;
+        due -= relay_mono_ms();
+        return due > 0 ? due : 0;
 }
 
 void relay_round_poll_fd(const struct relay *r, struct pollfd *pfd)
@@ -507,6 +541,10 @@ static void collect_round(struct relay *r)
                                 prune_decoded(w);
                         }
                 }
+                /* Held back short of what a commit waits for: the next such round a little later. */
+                if (w->hurry_lsn > w->verified)
+                        w->hurry_gap_ms = w->hurry_gap_ms ? (2 * w->hurry_gap_ms < ROUND_MIN_GAP_MS ?
+                                                             2 * w->hurry_gap_ms : ROUND_MIN_GAP_MS) : 1;
                 PQclear(res);
                 break;
         case PGSIDE_NONE:

@@ -32,6 +32,8 @@ struct relay_round {
         char *schemas, *tables;       /* the configured tables as array literals for the round */
         uint64_t verified;            /* LSN up to which a completed round saw everything intact */
         uint64_t round_lsn;           /* LSN the round in flight verifies */
+        uint64_t hurry_lsn;           /* a commit waits for this LSN verified: rounds without the gap */
+        int64_t hurry_gap_ms;         /* between such rounds: 0, then doubling while they are held back */
         int64_t held_since_ms;        /* monotonic: rounds verify nothing since (an unseen catalog change), or 0 */
         bool held_warned;             /* that lasted HELD_WARN_MS and was logged */
         int64_t last_round_ms;        /* monotonic, when the last round was sent */
@@ -81,6 +83,22 @@ void relay_round_poll_fd(const struct relay *r, struct pollfd *pfd);
  * Nothing after a failure other than a row's. Never waits.
  */
 void relay_round_serve(struct relay *r);
+
+/*
+ * relay_round_hurry() - a Kafka commit (--exactly-once) waits for
+ * r->round.verified to reach @lsn (LSN): the next round goes out as soon
+ * as the side connection is free, not after the 50 ms gap; while rounds are
+ * held back short of it (a commit read but not yet visible, an open DDL
+ * transaction), the gap between them doubles from 1 ms to 50 ms, so that
+ * they do not spin.
+ */
+void relay_round_hurry(struct relay *r, uint64_t lsn);
+
+/*
+ * relay_round_due_ms() - ms until a round that relay_round_hurry() asked
+ * for is due (0: now), or -1 when none is: the wait's timeout.
+ */
+int64_t relay_round_due_ms(const struct relay *r);
 
 /*
  * relay_round_decoded() - the commit of transaction @xid, ending at @end_lsn

@@ -9,6 +9,7 @@ remedy."""
 
 import os
 import re
+import threading
 import time
 
 import harness
@@ -321,3 +322,89 @@ def test_failover_to_a_standby_without_the_checkpointed_wal_stops(case):
                 if standby.running:
                     standby.stop("immediate")
                 standby.remove()
+
+
+def test_no_checkpoint_passes_a_change_no_round_has_seen(case):
+    """--exactly-once's checkpoint is the resume point: a restart skips every
+    transaction up to it. Found by a breaker helper: the outbox renamed and a
+    row inserted under the new name, held invisible by a synchronous standby
+    (the round holds confirmation before it), then a row of a second outbox
+    table; its Kafka commit carried the checkpoint past the rename, the round
+    then stopped the relay, and restarted with the new name as the stop says,
+    the relay skipped the renamed table's row for good. No EndTxn now goes
+    past what the round verified: the commit waits, the stop aborts it, and
+    the restart publishes both rows, each once for a read_committed reader."""
+    from test_postgres_table_changes import commits_held, without_guard
+    from harness import by_id, has_ids, parse_lsn, wait_confirmed
+
+    with case.own_server() as own:
+        threads = []
+        try:
+            case.setup_db()
+            without_guard(case)
+            case.query("CREATE TABLE public.outbox_b (LIKE public.outbox INCLUDING ALL)")
+            reader = case.reader()
+            relay = case.relay(*EOS, "-t", "public.outbox", "-t", "public.outbox_b")
+            conn = case.connect(autocommit=False)
+            c = insert_rows(conn, simple_rows("before", 2))
+            assert reader.read_until(has_ids(c.work_ids), 30), relay.log
+            wait_confirmed(case, c.lsn_before)
+            own.query("ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'")
+            own.query("SELECT pg_reload_conf()")
+            commits_held(own)
+            conn.commit()
+            cur = conn.cursor()
+            cur.execute("SHOW synchronous_standby_names")
+            assert cur.fetchone()[0] == "no_such_standby"
+            cur.execute("ALTER TABLE public.outbox RENAME TO outbox_new")
+            cur.execute("INSERT INTO public.outbox_new (work_id, kind, payload) "
+                        "VALUES ('renamed-row', 'order_received', '{}')")
+            cur.execute("SELECT pg_current_wal_insert_lsn()::text")
+            t1_pre_commit = parse_lsn(cur.fetchone()[0])
+            threads.append(threading.Thread(target=conn.commit))
+            threads[-1].start()
+            conn2 = case.connect(autocommit=False)
+            conn2.cursor().execute("INSERT INTO public.outbox_b (work_id, kind, payload) "
+                                   "VALUES ('b-after', 'order_received', '{}')")
+            threads.append(threading.Thread(target=conn2.commit))
+            threads[-1].start()
+            wait_until(lambda: own.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' "
+                                         "AND datname = %s", (case.dbname,))[0][0] == 2, 30,
+                       what="both commits waiting for the standby")
+            end = own.query("SELECT pg_current_wal_insert_lsn()::text")[0][0]
+            # three standby status updates after the walsender sent both commits: the relay has
+            # read them, produced T2's row and begun its commit, and rounds have had their say
+            replies = set()
+
+            def replied():
+                replies.update(t for (t,) in own.query(
+                    "SELECT r.reply_time FROM pg_stat_replication r JOIN pg_replication_slots s "
+                    "ON s.active_pid = r.pid WHERE s.slot_name = %s AND r.sent_lsn >= %s::pg_lsn",
+                    (case.slot, end)))
+                return len(replies) >= 4
+            wait_until(replied, 30, what="status updates after both commits were sent")
+            newest = newest_checkpoint_lsn(case) or 0
+            assert newest <= t1_pre_commit, "a Kafka checkpoint at %s passed the unseen rename (before %s)" % (
+                format_lsn(newest), format_lsn(t1_pre_commit))
+            own.query("ALTER SYSTEM RESET synchronous_standby_names")
+            own.query("SELECT pg_reload_conf()")
+            for t in threads:
+                t.join(30)
+            assert relay.wait(60) == EXIT_ENV, relay.log
+            assert "no longer exists" in relay.log, relay.log
+            assert case.confirmed() <= t1_pre_commit, "confirmed past the rename"
+            relay2 = case.relay(*EOS, "-t", "public.outbox_new", "-t", "public.outbox_b",
+                                "--accept-config-change", create_slot=False)
+            assert reader.read_until(has_ids(["renamed-row", "b-after"]), 60), relay2.log
+            got = by_id(reader.records)
+            assert len(got["b-after"]) == 1 and len(got["renamed-row"]) == 1, {
+                k: len(v) for k, v in got.items()}
+        finally:
+            if own.running:
+                own.query("ALTER SYSTEM RESET synchronous_standby_names")
+                own.query("SELECT pg_reload_conf()")
+            for r in case.relays:
+                if r.alive:
+                    r.kill()
+            for t in threads:
+                t.join(30)

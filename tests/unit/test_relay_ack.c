@@ -105,7 +105,9 @@ static void world_open_eos(struct world *w, const char *on_error, const char *ti
                            err, sizeof(err)) == 0);
         if (eos) {
                 CHECK(relay_eos_init(&w->r) == 0);
+                /* The side connection's round, as if it had checked the slot and verified everything. */
                 w->r.round.slot_checked = true;
+                w->r.round.verified = UINT64_MAX;
         }
 }
 
@@ -1651,6 +1653,43 @@ static void test_wait_inside_a_turn_aborts(void)
 }
 #endif
 
+/*
+ * No EndTxn before the side connection's round has verified what the
+ * checkpoint claims (relay_eos.c, wait_verified()): a checkpoint past a
+ * commit whose catalog change no round has seen would make a restart skip
+ * that transaction. The commit waits, asking for rounds at once, and ends
+ * once the verified LSN reaches its checkpoint.
+ */
+static void test_eos_commit_waits_for_the_round(void)
+{
+        struct world w;
+
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        w.r.round.verified = 0x08;
+        CHECK_INT(produce_eos_row(&w, "unverified-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        for (int i = 0; i < 30; i++) {
+                w.r.streaming = true;   /* rounds could come: the commit waits (no relay_wait() meanwhile) */
+                CHECK_INT(relay_eos_step(&w.r), 0);
+                w.r.streaming = false;
+                relay_wait(&w.r, 10, 0);
+        }
+        CHECK(relay_eos_busy(&w.r));                   /* the delivery reports are in, not the round */
+        CHECK(w.r.eos.pending == 0);
+        CHECK_INT(w.r.eos.stats_committed, 0);
+        CHECK(w.r.watch.ckpt_acked == 0);
+        CHECK(w.r.round.hurry_lsn == 0x10);
+        w.r.round.verified = 0x10;
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK(w.r.watch.ckpt_acked == 0x10);
+        CHECK(!w.r.failure);
+        world_close(&w);
+}
+
 int main(void)
 {
         test_classification();
@@ -1681,6 +1720,7 @@ int main(void)
         test_eos_topic_refused_to_the_transaction_is_the_records_error();
         test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
         test_eos_commit_in_flight_holds_records_back();
+        test_eos_commit_waits_for_the_round();
         test_eos_transactions_alternate_between_two_producers();
         test_eos_probe_waits_for_the_commit_of_what_was_open();
         test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
