@@ -496,8 +496,9 @@ int64_t relay_round_due_ms(const struct relay *r)
         const struct relay_round *w = &r->round;
         int64_t due;
 
-        if (!r->streaming || w->hurry_lsn <= w->verified || received_lsn(r) <= w->verified ||
-            pgside_busy(w->side))
+        /* Not when relay_round_serve() sends none: after a failure other than a row's. */
+        if (!r->streaming || (r->failure && r->failure != RELAY_EXIT_DATA) || w->hurry_lsn <= w->verified ||
+            received_lsn(r) <= w->verified || pgside_busy(w->side))
                 return -1;
         due = w->last_round_ms + w->hurry_gap_ms;
         if (due < w->side_retry_ms)

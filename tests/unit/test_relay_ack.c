@@ -1690,6 +1690,28 @@ static void test_eos_commit_waits_for_the_round(void)
         world_close(&w);
 }
 
+/*
+ * A round asked for by a waiting commit wakes the wait (relay_round_due_ms()),
+ * but not after a failure other than a row's, when relay_round_serve() sends
+ * none: the wait would return at once, again and again, through the drain.
+ */
+static void test_round_due_not_after_a_failure(void)
+{
+        struct world w;
+
+        world_open(&w, "--on-error=stop", "5000");
+        w.r.round.verified = 0x10;
+        w.r.round.hurry_lsn = 0x20;
+        w.r.fb.server_lsn = 0x20;
+        w.r.streaming = true;   /* no relay_wait() here */
+        w.r.failure = RELAY_EXIT_ENVIRONMENT;
+        CHECK(relay_round_due_ms(&w.r) == -1);
+        w.r.failure = 0;
+        w.r.streaming = false;
+        CHECK(relay_round_due_ms(&w.r) == -1);
+        world_close(&w);
+}
+
 int main(void)
 {
         test_classification();
@@ -1721,6 +1743,7 @@ int main(void)
         test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
         test_eos_commit_in_flight_holds_records_back();
         test_eos_commit_waits_for_the_round();
+        test_round_due_not_after_a_failure();
         test_eos_transactions_alternate_between_two_producers();
         test_eos_probe_waits_for_the_commit_of_what_was_open();
         test_eos_checkpoint_refused_by_a_failed_transaction_aborts();
