@@ -1671,7 +1671,9 @@ static void test_eos_commit_waits_for_the_round(void)
         CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
         CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
         CHECK_INT(relay_eos_flush(&w.r), 0);
-        for (int i = 0; i < 30; i++) {
+        /* until the delivery reports are in (a loaded machine may take long), then a few turns more */
+        for (int i = 0, after = 0; i < 3000 && after < 5; i++) {
+                after += w.r.eos.pending == 0;
                 w.r.streaming = true;   /* rounds could come: the commit waits (no relay_wait() meanwhile) */
                 CHECK_INT(relay_eos_step(&w.r), 0);
                 w.r.streaming = false;
