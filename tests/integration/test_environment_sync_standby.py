@@ -104,6 +104,8 @@ def test_relay_started_under_the_setting_logs_an_error(case):
     assert relay.returncode == EXIT_OK, relay.log
 
 
+from test_postgres_table_changes import release_held  # noqa: E402
+
 ROLE_SQL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "sql", "role.sql")
 
@@ -147,11 +149,4 @@ def test_least_privilege_relay_named_a_synchronous_standby_holds_no_commit_for_g
             assert relay.alive, relay.log
             conn.close()
         finally:
-            for r in case.relays:
-                if r.alive:
-                    r.kill()
-            if own.running:
-                own.query("ALTER SYSTEM RESET synchronous_standby_names")
-                own.query("SELECT pg_reload_conf()")
-            if committer is not None:
-                committer.join(30)
+            release_held(case, own, committer)

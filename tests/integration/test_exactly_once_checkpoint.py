@@ -334,7 +334,7 @@ def test_no_checkpoint_passes_a_change_no_round_has_seen(case):
     the relay skipped the renamed table's row for good. No EndTxn now goes
     past what the round verified: the commit waits, the stop aborts it, and
     the restart publishes both rows, each once for a read_committed reader."""
-    from test_postgres_table_changes import commits_held, without_guard
+    from test_postgres_table_changes import commits_held, release_held, without_guard
     from harness import by_id, has_ids, parse_lsn, wait_confirmed
 
     with case.own_server() as own:
@@ -400,11 +400,4 @@ def test_no_checkpoint_passes_a_change_no_round_has_seen(case):
             assert len(got["b-after"]) == 1 and len(got["renamed-row"]) == 1, {
                 k: len(v) for k, v in got.items()}
         finally:
-            if own.running:
-                own.query("ALTER SYSTEM RESET synchronous_standby_names")
-                own.query("SELECT pg_reload_conf()")
-            for r in case.relays:
-                if r.alive:
-                    r.kill()
-            for t in threads:
-                t.join(30)
+            release_held(case, own, *threads)

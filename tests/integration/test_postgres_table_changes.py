@@ -60,6 +60,41 @@ def test_table_changes_under_a_running_relay(case, ddl, words):
     conn.close()
 
 
+def release_held(case, own, *threads):
+    """The end of a test that held commits on its own server: its relays
+    killed, synchronous_standby_names reset, the held commits' threads
+    joined."""
+    for r in case.relays:
+        if r.alive:
+            r.kill()
+    if own.running:
+        own.query("ALTER SYSTEM RESET synchronous_standby_names")
+        own.query("SELECT pg_reload_conf()")
+    for t in threads:
+        if t is not None:
+            t.join(30)
+
+
+def push_multixacts(case, done):
+    """Move the MultiXactId counter ahead, until done() (asked every twenty
+    transactions, at most 1,000): twenty sessions share-lock a row group
+    each and stay; each short transaction that share-locks every row then
+    makes twenty MultiXactIds from one transaction ID (a backend reuses one
+    per member set)."""
+    case.query("CREATE TABLE share_locked AS SELECT g AS i FROM generate_series(0, 1999) g")
+    holders = [case.connect(autocommit=False) for _ in range(20)]
+    for k, h in enumerate(holders):
+        h.cursor().execute("SELECT FROM share_locked WHERE i %% 20 = %s FOR SHARE", (k,))
+    w = case.connect(autocommit=False)
+    for n in range(1000):
+        w.cursor().execute("SELECT FROM share_locked FOR SHARE")
+        w.commit()
+        if n % 20 == 19 and done():
+            break
+    for h in holders + [w]:
+        h.close()
+
+
 def test_an_open_change_of_the_table_holds_confirmation_back_and_says_so(case):
     """A transaction that altered the outbox table and has not ended: the
     catalog check reads the table's pg_class row as it was before the
@@ -98,25 +133,12 @@ def test_a_lock_only_multixact_on_the_table_row_does_not_hold_confirmation(case)
     two transaction IDs), that number, taken for a transaction ID, never
     precedes the snapshot's xmin: found by a breaker helper, confirmation
     stopped for good with no transaction open. An xmax past the next
-    transaction ID is no transaction, and lockers change nothing. Twenty
-    sessions share-lock a row group each and stay; each short transaction
-    that share-locks every row then makes twenty MultiXactIds from one
-    transaction ID (a backend reuses one per member set)."""
+    transaction ID is no transaction, and lockers change nothing."""
     with case.own_server():
         case.setup_db()
         relay, conn = running(case)
-        case.query("CREATE TABLE share_locked AS SELECT g AS i FROM generate_series(0, 1999) g")
-        holders = [case.connect(autocommit=False) for _ in range(20)]
-        for k, h in enumerate(holders):
-            h.cursor().execute("SELECT FROM share_locked WHERE i %% 20 = %s FOR SHARE", (k,))
-        w = case.connect(autocommit=False)
-        for n in range(400):
-            w.cursor().execute("SELECT FROM share_locked FOR SHARE")
-            w.commit()
-            if n % 20 == 19 and case.scalar("SELECT mxid_age('1'::xid) > txid_current() % 4294967296 + 100"):
-                break
-        for h in holders + [w]:
-            h.close()
+        push_multixacts(case, lambda: case.scalar("SELECT mxid_age('1'::xid) > "
+                                                  "txid_current() % 4294967296 + 100"))
         a, b = case.connect(autocommit=False), case.connect(autocommit=False)
         for s in (a, b):
             s.cursor().execute("SELECT FROM pg_class WHERE oid = 'public.outbox'::regclass FOR SHARE")
@@ -155,19 +177,8 @@ def test_a_truncated_multixact_number_does_not_fail_the_rounds(case):
         x = cur.fetchone()[0]
         ddl.rollback()
         ddl.close()
-        # share locks move the MultiXactId counter past x: twenty per transaction ID
-        case.query("CREATE TABLE share_locked AS SELECT g AS i FROM generate_series(0, 1999) g")
-        holders = [case.connect(autocommit=False) for _ in range(20)]
-        for k, h in enumerate(holders):
-            h.cursor().execute("SELECT FROM share_locked WHERE i %% 20 = %s FOR SHARE", (k,))
-        w = case.connect(autocommit=False)
-        for n in range(1000):
-            w.cursor().execute("SELECT FROM share_locked FOR SHARE")
-            w.commit()
-            if n % 20 == 19 and case.scalar("SELECT mxid_age(%s::text::xid)", (str(x),)) > 200:
-                break
-        for h in holders + [w]:
-            h.close()
+        # the MultiXactId counter past x
+        push_multixacts(case, lambda: case.scalar("SELECT mxid_age(%s::text::xid)", (str(x),)) > 200)
         # what an interrupted DROP DATABASE leaves, then every valid database vacuumed for
         # MultiXactIds, as autovacuum does against wraparound: the truncation leaves "doomed" out
         own.query("UPDATE pg_database SET datconnlimit = -2 WHERE datname = 'doomed'")
@@ -351,13 +362,6 @@ def test_a_change_committed_but_not_yet_visible_is_not_confirmed(case, plugin, d
             assert case.confirmed() <= pre_commit, "confirmed the transaction that hid its row"
             conn.close()
         finally:
-            for r in case.relays:
-                if r.alive:
-                    r.kill()
-            if own.running:
-                own.query("ALTER SYSTEM RESET synchronous_standby_names")
-                own.query("SELECT pg_reload_conf()")
-            if committer is not None:
-                committer.join(30)
+            release_held(case, own, committer)
             if hold is not None:
                 hold.close()
