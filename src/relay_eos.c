@@ -139,6 +139,7 @@ int relay_eos_init(struct relay *r)
 }
 
 static int produce_checkpoint(struct relay *r, uint64_t lsn, uint64_t part_end, uint64_t part_rows);
+static uint64_t unverified(const struct relay *r);
 
 /*
  * The checkpoint partition joins a transaction with its first records, in
@@ -695,6 +696,12 @@ static int commit_checkpoint(struct relay *r)
                 }
                 if (x->end_lsn > x->last_end)
                         x->last_end = x->end_lsn;
+                /*
+                 * The round that must verify what the checkpoint claims
+                 * (wait_verified()) runs beside the delivery reports, not
+                 * after them: one round trip less on every commit's path.
+                 */
+                relay_round_hurry(r, unverified(r));
         }
         /*
          * A probe's record is written before the checkpoint record joins: one

@@ -1693,6 +1693,34 @@ static void test_eos_commit_waits_for_the_round(void)
 }
 
 /*
+ * The round a commit must wait for is asked for when the commit begins, so
+ * that it runs beside the delivery reports: asked for only once they were
+ * in, it added a round trip to every exactly-once commit.
+ */
+static void test_eos_commit_asks_for_the_round_beside_the_reports(void)
+{
+        struct world w;
+
+        open_eos_txn(&w, "--on-error=stop", 0x10);
+        w.r.round.verified = 0x08;
+        CHECK_INT(produce_eos_row(&w, "beside-1"), 0);
+        relay_eos_row_done(&w.r);
+        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
+        CHECK_INT(relay_eos_flush(&w.r), 0);
+        CHECK(relay_eos_busy(&w.r));
+        CHECK(w.r.eos.end_produced_ms != 0);    /* the checkpoint record is in */
+        CHECK(w.r.eos.pending > 0);             /* and the delivery reports are not */
+        CHECK(w.r.round.hurry_lsn == 0x10);     /* a round is due at once, without the gap */
+        CHECK(w.r.round.hurry_gap_ms == 0);
+        w.r.round.verified = 0x10;
+        CHECK_INT(end_eos(&w), 0);
+        CHECK_INT(w.r.eos.stats_committed, 1);
+        CHECK(!w.r.failure);
+        world_close(&w);
+}
+
+/*
  * A round asked for by a waiting commit wakes the wait (relay_round_due_ms()),
  * but not after a failure other than a row's, when relay_round_serve() sends
  * none: the wait would return at once, again and again, through the drain.
@@ -1745,6 +1773,7 @@ int main(void)
         test_eos_checkpoint_short_of_a_split_transaction_keeps_its_part();
         test_eos_commit_in_flight_holds_records_back();
         test_eos_commit_waits_for_the_round();
+        test_eos_commit_asks_for_the_round_beside_the_reports();
         test_round_due_not_after_a_failure();
         test_eos_transactions_alternate_between_two_producers();
         test_eos_probe_waits_for_the_commit_of_what_was_open();
