@@ -145,8 +145,10 @@ def test_ready_status_and_watchdog_stop_while_stuck(case, tmp_path):
         # SIGTERM: STOPPING=1 and STATUS=stopping, then exit 0
         term = time.monotonic()
         assert relay.stop() == harness.EXIT_OK, relay.log
-        assert notify.seen("STOPPING", "1", since=term), notify.messages[-5:]
-        assert "stopping" in notify.statuses(since=term)
+        # Sent before the exit, but read by the socket's thread: it may come after stop() returns.
+        harness.wait_until(lambda: notify.seen("STOPPING", "1", since=term) and
+                           "stopping" in notify.statuses(since=term), 5,
+                           what=lambda: "STOPPING=1 and STATUS=stopping: %s" % notify.messages[-5:])
     finally:
         if notify:
             notify.close()
