@@ -22,6 +22,11 @@
             decoder on both sides of the slot.
   relay-eos the same with --exactly-once (its own slot, transactional.id and
             checkpoint topic), measured with a read_committed consumer.
+  relay-base, relay-eos-base
+            relay and relay-eos run from --base-relay-bin, another build (an
+            older commit, another librdkafka): both binaries in one run, on
+            the same servers and the same load, so that their ratios hold on
+            a noisy machine.
   debezium  Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
             Connect standalone worker.
 
@@ -456,6 +461,10 @@ class _ToKafka(Base):
 class Relay(_ToKafka):
     key, label, plugin = "relay", "outbox-relay", "wal2json"
 
+    @property
+    def relay_bin(self):
+        return self.ctx.relay_bin
+
     def topic(self, tag):
         return "%s.%s.%s.%s" % (self.ctx.run_id, tag, self.key, workload.KIND)
 
@@ -475,7 +484,7 @@ class Relay(_ToKafka):
         refuses a slot it did not create itself (it cannot tell a new slot
         from one whose checkpoints were lost)."""
         workload.drop_slot(self.ctx.pg, self.slot)
-        cp = subprocess.run([self.ctx.relay_bin, "slot", "create"] + self.common_args(tag),
+        cp = subprocess.run([self.relay_bin, "slot", "create"] + self.common_args(tag),
                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         if cp.returncode != 0:
             raise RuntimeError("%s: slot create exited with %s\n%s%s"
@@ -485,7 +494,7 @@ class Relay(_ToKafka):
         ctx = self.ctx
         # the default template is outbox.${kind}; only the prefix differs
         template = topic[:-len(workload.KIND)] + "${kind}"
-        argv = [ctx.relay_bin] + self.common_args(tag) + ["--topic", template,
+        argv = [self.relay_bin] + self.common_args(tag) + ["--topic", template,
                                                           "-s", "%g" % ctx.status_interval]
         if ctx.profile:
             # perf stays the parent; the relay's CPU is counted with perf's own.
@@ -533,7 +542,25 @@ class RelayEOS(Relay):
 
     def extra_args(self, tag):
         return super().extra_args(tag) + [
-            "--exactly-once", "--transactional-id", "%s/%s/relay-eos" % (self.ctx.run_id, tag)]
+            "--exactly-once", "--transactional-id", "%s/%s/%s" % (self.ctx.run_id, tag, self.key)]
+
+
+class RelayBase(Relay):
+    """The relay contestant run from --base-relay-bin."""
+    key, label = "relay-base", "relay, base bin"
+
+    @property
+    def relay_bin(self):
+        return self.ctx.base_relay_bin
+
+
+class RelayEOSBase(RelayEOS):
+    """The relay-eos contestant run from --base-relay-bin."""
+    key, label = "relay-eos-base", "EOS, base bin"
+
+    @property
+    def relay_bin(self):
+        return self.ctx.base_relay_bin
 
 
 class Debezium(_ToKafka):
@@ -556,4 +583,4 @@ class Debezium(_ToKafka):
 
 ALL = {"decode": Decode, "decode-pgoutput": DecodePgoutput, "decode-names": DecodeNames,
        "broker": Broker, "relay": Relay, "relay-pgoutput": RelayPgoutput, "relay-eos": RelayEOS,
-       "debezium": Debezium}
+       "relay-base": RelayBase, "relay-eos-base": RelayEOSBase, "debezium": Debezium}

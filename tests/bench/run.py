@@ -82,8 +82,8 @@ targets (goals reported, not asserted):
     DECODE_RATIO, DEBEZIUM_RATIO, EOS_ROWS_RATIO, EOS_CPU_RATIO, RSS_MB, RSS_MB, PGO_WALSENDER_RATIO,
     RELAY_P99_MS, EOS_P99_MS, EOS_P99_RATIO_5000)
 
-ORDER = ("decode", "decode-pgoutput", "decode-names", "broker", "relay", "relay-pgoutput",
-         "relay-eos", "debezium")
+ORDER = ("decode", "decode-pgoutput", "decode-names", "broker", "relay", "relay-base",
+         "relay-pgoutput", "relay-eos", "relay-eos-base", "debezium")
 
 
 def env_default(name, value, conv=str):
@@ -135,6 +135,10 @@ def parse_args(argv):
                         "(its figures then include perf's overhead)")
     p.add_argument("--relay-bin", default=os.environ.get("OUTBOX_RELAY_BIN"),
                    help="outbox-relay binary (default $OUTBOX_RELAY_BIN or build/src/outbox-relay)")
+    p.add_argument("--base-relay-bin", default=env_default("base_relay_bin", None),
+                   help="another outbox-relay binary (an older commit, another librdkafka), run as "
+                        "the contestants relay-base and relay-eos-base beside relay and relay-eos: "
+                        "both in one run (default: none; those contestants then cannot run)")
     p.add_argument("--bare-producer", default=os.environ.get("BENCH_BARE_PRODUCER"),
                    help="bare_producer binary (default $BENCH_BARE_PRODUCER or "
                         "build/tests/bench/bare_producer)")
@@ -161,6 +165,10 @@ def parse_args(argv):
         p.error("--rounds must be at least 1")
     if "small" in a.workloads and not a.small_txns <= a.rows <= 10 * a.small_txns:
         p.error("--rows must be between --small-txns and 10 x --small-txns")
+    if any(c.endswith("-base") for c in a.contestants) and not a.base_relay_bin:
+        p.error("the contestants relay-base and relay-eos-base need --base-relay-bin")
+    if a.base_relay_bin and not os.access(a.base_relay_bin, os.X_OK):
+        p.error("--base-relay-bin: no executable at %s" % a.base_relay_bin)
     a.relay_bin = a.relay_bin or os.path.join(_TOP, "build", "src", "outbox-relay")
     a.bare_producer = a.bare_producer or os.path.join(_TOP, "build", "tests", "bench",
                                                       "bare_producer")
@@ -183,6 +191,7 @@ class Context:
         self.workdir = env.base_dir
         self.run_id = "bench%d" % int(time.time())
         self.relay_bin, self.bare_producer = args.relay_bin, args.bare_producer
+        self.base_relay_bin = args.base_relay_bin
         self.payload_bytes = args.payload_bytes
         self.warmup = args.warmup
         self.profile = args.profile
@@ -471,7 +480,30 @@ def ratio_lines(results, steady_2000):
         out.append("  steady %5d tx/s:           relay p99 %.1f ms%s; relay p99 = %s" % (
             rate, relay["p99_ms"], t, ", ".join(parts) or "-"))
     return out + eos_lines(results, steady_2000, mark) + pgoutput_lines(results, mark) + \
-        type_name_lines(results)
+        type_name_lines(results) + base_lines(results)
+
+
+def base_lines(results):
+    """--base-relay-bin: each relay contestant against the same run from the
+    base binary (this binary's figure / the base's)."""
+    out = []
+    for key, base, what in (("relay", "relay-base", "relay"), ("relay-eos", "relay-eos-base", "EOS")):
+        for wl, title in BACKLOGS:
+            a, b = results.get(wl, {}).get(key), results.get(wl, {}).get(base)
+            if a and b and a.get("ok") and b.get("ok"):
+                q, cpu = _against(a, b)
+                out.append("  %-28s %s, this binary / base binary: rows/s %s, CPU/row %s" % (
+                    title + ":", what, _f(q, "%.2fx"), _f(cpu, "%.2fx")))
+        for rate, rs in sorted(results.get("steady", {}).items()):
+            a, b = rs.get(key), rs.get(base)
+            if not a or not b or a.get("p99_ms") is None or b.get("p99_ms") is None:
+                continue
+            out.append("  steady %5d tx/s:           %s, this binary / base binary: p50 %.1f / %.1f ms, "
+                       "p99 %.1f / %.1f ms (%s), CPU/row %s" % (
+                           rate, what, a["p50_ms"], b["p50_ms"], a["p99_ms"], b["p99_ms"],
+                           _f(_ratio(a["p99_ms"], b["p99_ms"]), "%.2fx"),
+                           _f(_ratio(_per_row(a, "cpu_s"), _per_row(b, "cpu_s")), "%.2fx")))
+    return out
 
 
 def pgoutput_lines(results, mark):
@@ -714,7 +746,8 @@ def main(argv=None):
         players = {k: contestants.ALL[k](ctx) for k in order}
         labels = {k: players[k].label for k in order}
         if any(k != "decode" for k in order):
-            warm_up_broker(ctx, min(args.rows, 200_000), "relay-eos" in order)
+            warm_up_broker(ctx, min(args.rows, 200_000),
+                           any(k.startswith("relay-eos") for k in order))
         rounds = []
         base_id = ctx.run_id
         for n in range(args.rounds):
