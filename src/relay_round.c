@@ -1,25 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The side connection's round: how the relay knows, before it confirms an
- * LSN, that nothing it cannot see hid outbox rows before it. One of the
- * three bounds on the confirmed LSN (relay_confirmable_lsn(),
- * relay_report.c), beside the ledger's flush LSN and the newest
- * acknowledged checkpoint (relay_watch.c).
- *
- * One ordinary connection (pgside.h) runs a round of catalog checks
- * (PREFLIGHT_WATCH_SQL) whenever there is something new to confirm and at
- * least every status interval: each configured outbox name still the same
- * relation (OID), a table, permanent (not UNLOGGED or TEMPORARY), pgoutput's
- * publication unchanged, the slot unmoved since the relay read it, and this
- * relay's walsender not a synchronous standby. A round that passes verifies
- * every LSN received before it was sent, up to the first transaction read
- * that its snapshot does not yet see ended, and nothing while a catalog row
- * it read carries a change its snapshot cannot show ended: a commit is
- * decoded and sent as soon as it is flushed, and is visible to other
- * sessions only once its backend has left the process array (after waiting
- * for synchronous standbys), so a catalog read in between sees the catalog
- * from before it (pgsnapshot.h). A failed check stops the relay without
- * confirming past the last verified LSN. See relay_parts.h.
+ * LSN, that nothing it cannot see hid outbox rows before it. One ordinary
+ * connection (pgside.h) runs a round of catalog checks (PREFLIGHT_WATCH_SQL)
+ * whenever there is something new to confirm and at least every status
+ * interval, and the LSN a passed round verifies is one of the three bounds on
+ * the confirmed LSN (relay_confirmable_lsn(), relay_report.c), beside the
+ * ledger's flush LSN and the newest acknowledged checkpoint (relay_watch.c).
+ * It knows nothing of Kafka or the checkpoint: relay.c serves it, and a
+ * failed check stops the relay through relay_fail() without confirming past
+ * the last verified LSN. See relay_parts.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -373,6 +363,15 @@ static bool unseen_catalog_change(const struct relay *r, PGresult *res, const st
 }
 
 /*
+ * What a round checks: each configured outbox name still the same relation
+ * (OID), a table, permanent (not UNLOGGED or TEMPORARY), pgoutput's
+ * publication unchanged, the slot unmoved since the relay read it, and this
+ * relay's walsender not a synchronous standby. Why its snapshot matters: a
+ * commit is decoded and sent as soon as it is flushed, and is visible to
+ * other sessions only once its backend has left the process array (after
+ * waiting for synchronous standbys), so a catalog read in between sees the
+ * catalog from before it (pgsnapshot.h).
+ *
  * How far a passed round verifies: up to its LSN, but not to the commit of
  * a transaction read that the round's snapshot (column 11) still saw in
  * progress, whose catalog changes the round could not see, and not at all
