@@ -1654,6 +1654,22 @@ static void test_wait_inside_a_turn_aborts(void)
 #endif
 
 /*
+ * One row of a PostgreSQL transaction ending at LSN 0/10 in the open Kafka
+ * transaction, whose commit a stop has begun (relay_eos_flush()) while the
+ * side connection's round has verified only up to 0/8.
+ */
+static void begin_unverified_commit(struct world *w, const char *work_id)
+{
+        open_eos_txn(w, "--on-error=stop", 0x10);
+        w->r.round.verified = 0x08;
+        CHECK_INT(produce_eos_row(w, work_id), 0);
+        relay_eos_row_done(&w->r);
+        CHECK(ledger_commit(w->r.ledger, 0x10) == 0);
+        CHECK_INT(relay_eos_after_transaction(&w->r, 0x10), 0);
+        CHECK_INT(relay_eos_flush(&w->r), 0);
+}
+
+/*
  * No EndTxn before the side connection's round has verified what the
  * checkpoint claims (relay_eos.c, wait_verified()): a checkpoint past a
  * commit whose catalog change no round has seen would make a restart skip
@@ -1664,13 +1680,7 @@ static void test_eos_commit_waits_for_the_round(void)
 {
         struct world w;
 
-        open_eos_txn(&w, "--on-error=stop", 0x10);
-        w.r.round.verified = 0x08;
-        CHECK_INT(produce_eos_row(&w, "unverified-1"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
-        CHECK_INT(relay_eos_flush(&w.r), 0);
+        begin_unverified_commit(&w, "unverified-1");
         /* until the delivery reports are in (a loaded machine may take long), then a few turns more */
         for (int i = 0, after = 0; i < 3000 && after < 5; i++) {
                 after += w.r.eos.pending == 0;
@@ -1701,13 +1711,7 @@ static void test_eos_commit_asks_for_the_round_beside_the_reports(void)
 {
         struct world w;
 
-        open_eos_txn(&w, "--on-error=stop", 0x10);
-        w.r.round.verified = 0x08;
-        CHECK_INT(produce_eos_row(&w, "beside-1"), 0);
-        relay_eos_row_done(&w.r);
-        CHECK(ledger_commit(w.r.ledger, 0x10) == 0);
-        CHECK_INT(relay_eos_after_transaction(&w.r, 0x10), 0);
-        CHECK_INT(relay_eos_flush(&w.r), 0);
+        begin_unverified_commit(&w, "beside-1");
         CHECK(relay_eos_busy(&w.r));
         CHECK(w.r.eos.end_produced_ms != 0);    /* the checkpoint record is in */
         CHECK(w.r.eos.pending > 0);             /* and the delivery reports are not */
