@@ -542,9 +542,11 @@ static void collect_round(struct relay *r)
                         }
                 }
                 /* Held back short of what a commit waits for: the next such round a little later. */
-                if (w->hurry_lsn > w->verified)
-                        w->hurry_gap_ms = w->hurry_gap_ms ? (2 * w->hurry_gap_ms < ROUND_MIN_GAP_MS ?
-                                                             2 * w->hurry_gap_ms : ROUND_MIN_GAP_MS) : 1;
+                if (w->hurry_lsn > w->verified) {
+                        w->hurry_gap_ms = w->hurry_gap_ms ? 2 * w->hurry_gap_ms : 1;
+                        if (w->hurry_gap_ms > ROUND_MIN_GAP_MS)
+                                w->hurry_gap_ms = ROUND_MIN_GAP_MS;
+                }
                 PQclear(res);
                 break;
         case PGSIDE_NONE:
