@@ -545,22 +545,20 @@ class RelayEOS(Relay):
             "--exactly-once", "--transactional-id", "%s/%s/%s" % (self.ctx.run_id, tag, self.key)]
 
 
-class RelayBase(Relay):
-    """The relay contestant run from --base-relay-bin."""
+class _FromBase:
+    """A relay contestant run from --base-relay-bin instead of --relay-bin."""
+
+    @property
+    def relay_bin(self):
+        return self.ctx.base_relay_bin
+
+
+class RelayBase(_FromBase, Relay):
     key, label = "relay-base", "relay, base bin"
 
-    @property
-    def relay_bin(self):
-        return self.ctx.base_relay_bin
 
-
-class RelayEOSBase(RelayEOS):
-    """The relay-eos contestant run from --base-relay-bin."""
+class RelayEOSBase(_FromBase, RelayEOS):
     key, label = "relay-eos-base", "EOS, base bin"
-
-    @property
-    def relay_bin(self):
-        return self.ctx.base_relay_bin
 
 
 class Debezium(_ToKafka):
